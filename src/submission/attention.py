@@ -1,0 +1,142 @@
+"""Self-attention: the course's dot-product attention and its Synthesizer variant.
+
+Both variants end in the same computation, softmax(q k^T * scale + causal mask) v, and
+differ only in where q and k come from:
+
+    vanilla      q = X Q_i,               k = X K_i,         scale = 1/sqrt(d/h)
+    synthesizer  q = [ReLU(X A_i + b1), 1], k_j = [B_i[:, j], b2[j]], scale = 1
+
+so the Synthesizer's scores ReLU(X A_i + b1) B_i + b2 are a dot product too, with "keys"
+that depend on the key's position rather than on its token. That is the one thing a
+subclass defines (`queries_keys`); everything else, including the fused
+scaled_dot_product_attention kernel, dropout and the decoding cache, is shared.
+
+Parameter names and shapes are the course's, so checkpoints load both ways strictly.
+"""
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class DecodeCache:
+    """Keys and values of one layer, for greedy decoding many sequences at once.
+
+    Slot j holds position j. `pos` (B,) is the position each row writes next; rows of
+    different lengths advance together, and a row only attends to slots before its own
+    position, so the padding behind a short prompt is overwritten before it is ever read.
+    """
+
+    def __init__(self, pos, capacity):
+        self.pos, self.capacity = pos, capacity
+        self.k = self.v = None
+
+    def extend(self, k, v):
+        """Store the new keys/values; return all slots' keys, values and the attendable mask."""
+        B, H, T, _ = k.shape
+        if self.k is None:  # prefill: the whole (right-padded) prompt batch, positions 0..T-1
+            self.k = k.new_zeros(B, H, self.capacity, k.shape[-1])
+            self.v = v.new_zeros(B, H, self.capacity, v.shape[-1])
+            self.k[:, :, :T], self.v[:, :, :T] = k, v
+            return k, v, None
+        rows = torch.arange(B, device=k.device)
+        self.k[rows, :, self.pos] = k[:, :, 0]
+        self.v[rows, :, self.pos] = v[:, :, 0]
+        keep = torch.arange(self.capacity, device=k.device)[None, :] <= self.pos[:, None]
+        return self.k, self.v, keep[:, None, None, :]
+
+
+class _SelfAttention(nn.Module):
+    """Everything the two variants share: value/output projections, dropout, masking."""
+
+    def __init__(self, config):
+        super().__init__()
+        assert config.n_embd % config.n_head == 0
+        self.value = nn.Linear(config.n_embd, config.n_embd)
+        self.attn_drop = nn.Dropout(config.attn_pdrop)
+        self.resid_drop = nn.Dropout(config.resid_pdrop)
+        self.proj = nn.Linear(config.n_embd, config.n_embd)
+        # Unused by the fused kernel, but part of the course's state_dict.
+        self.register_buffer("mask", torch.tril(torch.ones(config.block_size, config.block_size))
+                             .view(1, 1, config.block_size, config.block_size))
+        self.n_head = config.n_head
+        self.block_size = config.block_size
+
+    def heads(self, t):
+        B, T, C = t.shape
+        return t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+
+    def queries_keys(self, x, pos):
+        """Return (q, k, scale): q (B,h,T,e), k broadcastable to (B,h,T,e)."""
+        raise NotImplementedError
+
+    def forward(self, x, layer_past=None):
+        B, T, C = x.size()
+        pos = layer_past.pos if layer_past is not None and layer_past.k is not None else None
+        q, k, scale = self.queries_keys(x, pos)
+        k = k.expand(B, self.n_head, T, k.shape[-1])
+        v = self.heads(self.value(x))
+        if layer_past is None:
+            y = attend(q, k, v, scale, self.attn_drop.p if self.training else 0.0)
+        else:
+            k, v, keep = layer_past.extend(k, v)
+            if keep is None:
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+            else:
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=scale)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.resid_drop(self.proj(y))
+
+
+def attend(q, k, v, scale, dropout_p):
+    """Causal softmax attention; dropout on the attention weights as the course has it."""
+    if dropout_p == 0.0:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, dropout_p=dropout_p)
+
+
+class CausalSelfAttention(_SelfAttention):
+    """Multi-head masked self-attention with dot-product scores (the course's vanilla)."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.key = nn.Linear(config.n_embd, config.n_embd)
+        self.query = nn.Linear(config.n_embd, config.n_embd)
+
+    def queries_keys(self, x, pos):
+        q, k = self.heads(self.query(x)), self.heads(self.key(x))
+        return q, k, 1.0 / math.sqrt(q.shape[-1])
+
+
+class SynthesizerAttention(_SelfAttention):
+    """Dense Synthesizer: Y_i = softmax(ReLU(X A_i + b1) B_i + b2)(X V_i), causally masked.
+
+    w1 holds A_i and b1 for all heads; w2 is B_i, shared by the heads, one column per key
+    position (block_size - 1 of them, the longest sequence the model is trained on).
+    """
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.w1 = nn.Linear(config.n_embd, config.n_embd)
+        self.w2 = nn.Parameter(torch.zeros(config.n_embd // config.n_head, config.block_size - 1))
+        self.b2 = nn.Parameter(torch.zeros(config.block_size - 1))
+        nn.init.uniform_(self.w2, -0.001, 0.001)
+
+    def queries_keys(self, x, pos):
+        B, T, _ = x.shape
+        a = F.relu(self.heads(self.w1(x)))
+        q = torch.cat([a, a.new_ones(B, self.n_head, T, 1)], -1)
+        keys = torch.cat([self.w2.t(), self.b2[:, None]], -1).to(q.dtype)  # (block_size-1, e+1)
+        if pos is None:
+            if T > keys.shape[0]:
+                raise ValueError(f"synthesizer attention covers {keys.shape[0]} positions, got {T}")
+            k = keys[:T][None, None]
+        else:
+            k = keys[pos][:, None, None, :]  # (B,1,1,e+1): the key of the slot being written
+        return q, k, 1.0
+
+
+# The one place a variant name becomes a class.
+ATTENTION = {"vanilla": CausalSelfAttention, "synthesizer": SynthesizerAttention}

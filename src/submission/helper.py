@@ -1,0 +1,104 @@
+"""The course's stage functions: build a model, set up pretraining or finetuning, train.
+
+The hyperparameters here are the course's and are what the grader checks; a reduced
+schedule (tests, the quick preset) overrides them on the returned TrainerConfig.
+"""
+
+import torch
+
+from .dataset import NameDataset
+from .model import GPT
+from .trainer import Trainer, TrainerConfig
+from .utils import atomic_save, strip_module_prefix
+
+
+def initialize_vanilla_model(mconf):
+    mconf.attention, mconf.synthesizer = "vanilla", False
+    return GPT(mconf)
+
+
+def initialize_synthesizer_model(mconf):
+    mconf.attention, mconf.synthesizer = "synthesizer", True
+    return GPT(mconf)
+
+
+class ParamsError(ValueError):
+    """A params file that does not fit the model, phrased for one line of output."""
+
+
+def describe_mismatch(model, state, path):
+    """Say how a checkpoint's model differs from `model`: variant, vocabulary, sizes."""
+    mine = model.state_dict()
+    def variant(keys):
+        return "synthesizer" if any(k.endswith("attn.w2") for k in keys) else "vanilla"
+    def layers(keys):
+        return len({k.split(".")[1] for k in keys if k.startswith("blocks.")})
+    diffs = []
+    if variant(state) != variant(mine):
+        diffs.append(f"it is a {variant(state)} model, this run builds {variant(mine)}")
+    for key, what in (("tok_emb.weight", "vocabulary size"), ("pos_emb", "block size")):
+        if key in state and key in mine and state[key].shape != mine[key].shape:
+            axis = 0 if key == "tok_emb.weight" else 1
+            diffs.append(f"{what} {state[key].shape[axis]} vs {mine[key].shape[axis]} here")
+    if "tok_emb.weight" in state and state["tok_emb.weight"].shape[1] != mine["tok_emb.weight"].shape[1]:
+        diffs.append(f"embedding width {state['tok_emb.weight'].shape[1]} vs {mine['tok_emb.weight'].shape[1]} here")
+    if layers(state) != layers(mine):
+        diffs.append(f"{layers(state)} layers vs {layers(mine)} here")
+    if not diffs:
+        missing = sorted(set(mine) - set(state))[:3]
+        extra = sorted(set(state) - set(mine))[:3]
+        diffs.append(f"keys differ (missing {missing}, unexpected {extra})")
+    return f"{path}: params do not fit this model: " + "; ".join(diffs)
+
+
+def load_params(model, path):
+    """Load a state_dict strictly, on CPU first, with or without a 'module.' prefix."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise
+    except Exception as e:
+        raise ParamsError(f"{path}: not a readable params file (truncated or corrupt?): "
+                          f"{str(e).splitlines()[0][:120]}") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ParamsError(f"{path}: not a model state_dict")
+    state = strip_module_prefix(state)
+    try:
+        model.load_state_dict(state)
+    except RuntimeError:
+        raise ParamsError(describe_mismatch(model, state, path)) from None
+    return model
+
+
+def _schedule(pretrain_dataset, block_size, **kwargs):
+    return dict(lr_decay=True, warmup_tokens=512 * 20,
+                final_tokens=200 * len(pretrain_dataset) * block_size, num_workers=4,
+                betas=(0.9, 0.95), grad_norm_clip=1.0, weight_decay=0.1, ckpt_path=None, **kwargs)
+
+
+def finetune(reading_params_path, finetune_corpus_path, pretrain_dataset, block_size, model):
+    """Finetune on name/birth-place pairs, from pretrained params when a path is given."""
+    if reading_params_path is not None:
+        load_params(model, reading_params_path)
+        epochs = 10
+    else:
+        epochs = 75
+    with open(finetune_corpus_path, encoding="utf-8") as f:
+        finetune_dataset = NameDataset(pretrain_dataset, f.read(), source=finetune_corpus_path)
+    tconf = TrainerConfig(**_schedule(pretrain_dataset, block_size, max_epochs=epochs,
+                                      batch_size=256, learning_rate=6e-4))
+    trainer_obj = Trainer(model, finetune_dataset, None, tconf)
+    return tconf, trainer_obj
+
+
+def pretrain(pretrain_dataset, block_size, model):
+    """Span-corruption pretraining on the corpus the dataset was built from."""
+    tconf = TrainerConfig(**_schedule(pretrain_dataset, block_size, max_epochs=650,
+                                      batch_size=128, learning_rate=6e-3))
+    trainer_obj = Trainer(model, pretrain_dataset, None, tconf)
+    return tconf, trainer_obj
+
+
+def train(model, writing_params_path, trainer_obj):
+    trainer_obj.train()
+    atomic_save(model.state_dict(), writing_params_path)

@@ -1,0 +1,113 @@
+"""GPT: the course's minGPT model, with either attention variant.
+
+Module names are the course's (tok_emb, pos_emb, blocks.N.{ln1,attn,ln2,mlp}, ln_f, head),
+so a state_dict written by the course's code loads here strictly and vice versa.
+"""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .attention import ATTENTION
+
+
+class GPTConfig:
+    """Model hyperparameters; extra keyword arguments become attributes, as in minGPT."""
+
+    embd_pdrop = 0.1
+    resid_pdrop = 0.1
+    attn_pdrop = 0.1
+    n_layer = 12
+    n_head = 12
+    n_embd = 768
+    attention = "vanilla"  # a key of attention.ATTENTION
+    synthesizer = False  # the course's switch; True means attention = "synthesizer"
+
+    def __init__(self, vocab_size, block_size, **kwargs):
+        self.vocab_size = vocab_size
+        self.block_size = block_size
+        for k, v in kwargs.items():
+            setattr(self, k, v)
+
+    @property
+    def variant(self):
+        return "synthesizer" if self.synthesizer else self.attention
+
+
+class Block(nn.Module):
+    """Pre-norm Transformer block: x + attn(ln1(x)), then x + mlp(ln2(x))."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(config.n_embd)
+        self.ln2 = nn.LayerNorm(config.n_embd)
+        self.attn = ATTENTION[config.variant](config)
+        self.mlp = nn.Sequential(
+            nn.Linear(config.n_embd, 4 * config.n_embd),
+            nn.GELU(),
+            nn.Linear(4 * config.n_embd, config.n_embd),
+            nn.Dropout(config.resid_pdrop),
+        )
+
+    def forward(self, x, layer_past=None):
+        x = x + self.attn(self.ln1(x), layer_past)
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    """Character-level GPT language model with a context of block_size tokens."""
+
+    def __init__(self, config):
+        super().__init__()
+        if config.variant not in ATTENTION:
+            raise ValueError(f"unknown attention variant {config.variant!r}; "
+                             f"choose one of {', '.join(ATTENTION)}")
+        self.tok_emb = nn.Embedding(config.vocab_size, config.n_embd)
+        self.pos_emb = nn.Parameter(torch.zeros(1, config.block_size, config.n_embd))
+        self.drop = nn.Dropout(config.embd_pdrop)
+        self.blocks = nn.Sequential(*[Block(config) for _ in range(config.n_layer)])
+        self.ln_f = nn.LayerNorm(config.n_embd)
+        self.head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.block_size = config.block_size
+        self.config = config
+        self.apply(self._init_weights)
+
+    def _init_weights(self, module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            module.weight.data.normal_(mean=0.0, std=0.02)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                module.bias.data.zero_()
+        elif isinstance(module, nn.LayerNorm):
+            module.bias.data.zero_()
+            module.weight.data.fill_(1.0)
+
+    def get_block_size(self):
+        return self.block_size
+
+    def max_positions(self):
+        """Longest sequence the model can read (the Synthesizer has block_size - 1 key slots)."""
+        return self.block_size - 1 if self.config.variant == "synthesizer" else self.block_size
+
+    def forward(self, idx, targets=None, caches=None):
+        """Logits for every position, and the cross-entropy loss when targets are given.
+
+        `caches` (one attention.DecodeCache per block) switches to incremental decoding:
+        the first call fills them from a prompt batch, later calls feed one new token per
+        row at the positions the caches hold.
+        """
+        b, t = idx.size()
+        if caches is not None and caches[0].k is not None:
+            pos = self.pos_emb[0, caches[0].pos][:, None, :]
+        else:
+            if t > self.block_size:
+                raise ValueError(f"sequence of {t} tokens exceeds block_size {self.block_size}")
+            pos = self.pos_emb[:, :t, :]
+        x = self.drop(self.tok_emb(idx) + pos)
+        for i, block in enumerate(self.blocks):
+            x = block(x, None if caches is None else caches[i])
+        logits = self.head(self.ln_f(x))
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.view(-1),
+                                   ignore_index=0)
+        return logits, loss

@@ -1,0 +1,172 @@
+"""Sampling, evaluation and the small pieces every stage shares (seeding, precision, files)."""
+
+import contextlib
+import os
+import random
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def set_seed(seed):
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.cuda.manual_seed_all(seed)
+
+
+def top_k_logits(logits, k):
+    v, _ = torch.topk(logits, k)
+    out = logits.clone()
+    out[out < v[:, [-1]]] = -float("inf")
+    return out
+
+
+@torch.no_grad()
+def sample(model, x, steps, temperature=1.0, sample=False, top_k=None):
+    """Extend each row of x by `steps` tokens, one model call per token (the course's loop).
+
+    The context is cropped to the model's block. Kept as the reference that batched greedy
+    decoding (`greedy_decode`) is tested against.
+    """
+    block_size = model.max_positions() if hasattr(model, "max_positions") else model.get_block_size()
+    model.eval()
+    for _ in range(steps):
+        x_cond = x if x.size(1) <= block_size else x[:, -block_size:]
+        logits, _ = model(x_cond)
+        logits = logits[:, -1, :] / temperature
+        if top_k is not None:
+            logits = top_k_logits(logits, top_k)
+        probs = F.softmax(logits.float(), dim=-1)
+        if sample:
+            ix = torch.multinomial(probs, num_samples=1)
+        else:
+            _, ix = torch.topk(probs, k=1, dim=-1)
+        x = torch.cat((x, ix), dim=1)
+    return x
+
+
+@torch.no_grad()
+def greedy_decode(model, prompts, steps, stop_id=None, precision="fp32", batch_size=256):
+    """Greedy completions of many prompts (lists of ids) at once, with a key/value cache.
+
+    Each row keeps its own positions, so the result is what `sample(..., sample=False)`
+    gives one prompt at a time, as long as prompt + completion fit in the block (rows stop
+    there). Rows stop early once they have produced `stop_id`. Returns lists of new ids.
+    """
+    from .attention import DecodeCache
+
+    model.eval()
+    device = next(model.parameters()).device
+    limit = model.max_positions()
+    out = []
+    for start in range(0, len(prompts), batch_size):
+        chunk = prompts[start:start + batch_size]
+        lengths = torch.tensor([len(p) for p in chunk], device=device)
+        width = int(lengths.max())
+        idx = torch.zeros(len(chunk), width, dtype=torch.long, device=device)
+        for i, p in enumerate(chunk):
+            idx[i, :len(p)] = torch.tensor(p, dtype=torch.long)
+        capacity = min(limit, width + steps)
+        caches = [DecodeCache(lengths - 1, capacity) for _ in model.blocks]
+        rows = torch.arange(len(chunk), device=device)
+        new = torch.zeros(len(chunk), steps, dtype=torch.long, device=device)
+        done = torch.zeros(len(chunk), dtype=torch.bool, device=device)
+        with autocast_context(precision, device):
+            logits, _ = model(idx, caches=caches)
+            logits = logits[rows, lengths - 1]
+            n = 0
+            for n in range(steps):
+                token = logits.float().argmax(-1)
+                new[:, n] = token
+                done |= lengths + n >= limit  # this token already lies outside the block
+                if stop_id is not None:
+                    done |= token == stop_id
+                if bool(done.all()) or n == steps - 1:
+                    break
+                pos = torch.clamp(lengths + n, max=capacity - 1)
+                for c in caches:
+                    c.pos = pos
+                logits, _ = model(token[:, None], caches=caches)
+                logits = logits[:, 0]
+        for i in range(len(chunk)):
+            room = max(0, limit - len(chunk[i]) + 1)  # the last token may sit past the block
+            out.append(new[i, :min(n + 1, room)].tolist())
+    return out
+
+
+def evaluate_places(filepath, predicted_places):
+    """(total, correct) of predictions against the file's answers; (0, 0) without answers."""
+    with open(filepath, encoding="utf-8") as fin:
+        lines = [x.strip().split("\t") for x in fin if x.strip()]
+    if not lines or len(lines[0]) == 1:
+        print("No gold birth places provided; returning (0,0)")
+        return (0, 0)
+    true_places = [x[1] for x in lines]
+    total = len(true_places)
+    assert total == len(predicted_places)
+    correct = sum(1 for t, p in zip(true_places, predicted_places) if t == p)
+    return (float(total), float(correct))
+
+
+# --- precision -------------------------------------------------------------------------
+
+def cpu_has_fast_bf16():
+    """True when the CPU multiplies bf16 matrices natively (AVX512-BF16 or AMX)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line for line in f if line.startswith("flags")), "").split()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_precision(precision, device):
+    """'auto' -> bf16 where the hardware runs it fast, else fp32."""
+    device = torch.device(device)
+    if precision not in ("auto", "fp32", "bf16"):
+        raise ValueError(f"unknown precision {precision!r}: choose auto, fp32 or bf16")
+    if precision != "auto":
+        return precision
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    return "bf16" if cpu_has_fast_bf16() else "fp32"
+
+
+def autocast_context(precision, device):
+    device = torch.device(device)
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+# --- files -----------------------------------------------------------------------------
+
+def atomic_save(obj, path):
+    """torch.save through a temporary file and a rename: a killed run never leaves half a file."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def atomic_write_text(text, path):
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def strip_module_prefix(state_dict):
+    """Keys saved from a DataParallel-wrapped model carry 'module.'; the model's do not."""
+    if state_dict and all(k.startswith("module.") for k in state_dict):
+        return {k[len("module."):]: v for k, v in state_dict.items()}
+    return state_dict
