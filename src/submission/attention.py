@@ -14,6 +14,7 @@ scaled_dot_product_attention kernel, dropout and the decoding cache, is shared.
 Parameter names and shapes are the course's, so checkpoints load both ways strictly.
 """
 
+import contextlib
 import math
 
 import torch
@@ -55,8 +56,8 @@ class _SelfAttention(nn.Module):
         super().__init__()
         assert config.n_embd % config.n_head == 0
         self.value = nn.Linear(config.n_embd, config.n_embd)
-        self.attn_drop = nn.Dropout(config.attn_pdrop)
-        self.resid_drop = nn.Dropout(config.resid_pdrop)
+        self.attn_drop = Dropout(config.attn_pdrop)
+        self.resid_drop = Dropout(config.resid_pdrop)
         self.proj = nn.Linear(config.n_embd, config.n_embd)
         # Unused by the fused kernel, but part of the course's state_dict.
         self.register_buffer("mask", torch.tril(torch.ones(config.block_size, config.block_size))
@@ -90,11 +91,97 @@ class _SelfAttention(nn.Module):
         return self.resid_drop(self.proj(y))
 
 
+class _reference:
+    on = False
+
+
+@contextlib.contextmanager
+def reference_path():
+    """Compute attention and dropout the plain way (explicit mask, softmax, torch dropout).
+
+    The course's computation, step by step: what tests compare the fast path with, and
+    what `./run.sh bench` measures it against.
+    """
+    _reference.on = True
+    try:
+        yield
+    finally:
+        _reference.on = False
+
+
+def reference_attend(q, k, v, scale, dropout_p):
+    T = q.shape[2]
+    att = (q @ k.transpose(-2, -1)) * scale
+    att = att.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).tril().logical_not(),
+                          float("-inf"))
+    att = F.dropout(F.softmax(att, dim=-1), dropout_p, dropout_p > 0)
+    return att @ v
+
+
+def dropout_keep_mask(shape, p, device):
+    """Bernoulli(1 - p) keep-mask, four draws per 64-bit random number.
+
+    torch's own dropout asks the generator for one float per element, which on a CPU costs
+    more than the attention it regularises. Slicing each 64-bit draw into four 16-bit
+    lanes gives the same distribution up to rounding p to a multiple of 1/65536.
+    """
+    n = math.prod(shape)
+    words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-2**63, 2**63 - 1)
+    lanes = words.view(torch.int16)[:n].view(shape)
+    return lanes >= -32768 + round(p * 65536)
+
+
+class _Dropout(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, p):
+        keep = dropout_keep_mask(x.shape, p, x.device)
+        ctx.save_for_backward(keep)
+        ctx.scale = 1.0 / (1.0 - p)
+        return torch.ops.aten.native_dropout_backward(x, keep, ctx.scale)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (keep,) = ctx.saved_tensors
+        return torch.ops.aten.native_dropout_backward(grad, keep, ctx.scale), None
+
+
+def dropout(x, p, training):
+    if _reference.on:
+        return F.dropout(x, p, training)
+    if not training or p == 0.0:
+        return x
+    if p >= 1.0:
+        return torch.zeros_like(x)
+    return _Dropout.apply(x, p)
+
+
+class Dropout(nn.Dropout):
+    """nn.Dropout with the fast mask; same rate, same place, same (absent) state_dict."""
+
+    def forward(self, x):
+        return dropout(x, self.p, self.training)
+
+
+def causal_bias(T, device, dtype):
+    return torch.full((T, T), float("-inf"), device=device, dtype=dtype).triu_(1)
+
+
 def attend(q, k, v, scale, dropout_p):
-    """Causal softmax attention; dropout on the attention weights as the course has it."""
+    """Causal softmax attention with dropout on the weights, as the course computes it.
+
+    Without dropout the fused kernel does it all. With dropout (training) the weights must
+    exist as a tensor: scale and mask go into one batched matmul, and the dropout mask is
+    drawn the fast way.
+    """
+    if _reference.on:
+        return reference_attend(q, k, v, scale, dropout_p)
     if dropout_p == 0.0:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, dropout_p=dropout_p)
+    B, H, T, E = q.shape
+    att = torch.baddbmm(causal_bias(T, q.device, q.dtype).expand(B * H, T, T),
+                        q.reshape(B * H, T, E), k.reshape(B * H, T, E).transpose(1, 2), alpha=scale)
+    att = dropout(F.softmax(att, dim=-1), dropout_p, True)
+    return torch.bmm(att, v.reshape(B * H, T, v.shape[-1])).view(B, H, T, v.shape[-1])
 
 
 class CausalSelfAttention(_SelfAttention):
