@@ -45,7 +45,8 @@ def build_parser():
     argp.add_argument("function_pos", nargs="?", metavar="function", help=argparse.SUPPRESS)
     argp.add_argument("variant_pos", nargs="?", metavar="variant", help=argparse.SUPPRESS)
     argp.add_argument("corpus_pos", nargs="?", metavar="pretrain_corpus_path", help=argparse.SUPPRESS)
-    argp.add_argument("--function", choices=["pretrain", "finetune", "evaluate"])
+    argp.add_argument("--function", choices=["pretrain", "finetune", "evaluate", "baseline"],
+                      help="baseline: accuracy of always answering the finetuning set's most common place")
     argp.add_argument("--variant", choices=list(INITIALIZE))
     argp.add_argument("--pretrain_corpus_path", default=None)
     argp.add_argument("--reading_params_path", default=None)
@@ -76,13 +77,14 @@ def parse_args(argv=None):
     args.function = args.function or args.function_pos
     args.variant = args.variant or args.variant_pos
     args.pretrain_corpus_path = args.pretrain_corpus_path or args.corpus_pos
-    if args.function not in ("pretrain", "finetune", "evaluate"):
-        argp.error("--function must be one of pretrain, finetune, evaluate")
-    if args.variant not in INITIALIZE:
+    if args.function not in ("pretrain", "finetune", "evaluate", "baseline"):
+        argp.error("--function must be one of pretrain, finetune, evaluate, baseline")
+    if args.variant not in INITIALIZE and args.function != "baseline":
         argp.error(f"--variant must be one of {', '.join(INITIALIZE)}")
     needed = {"pretrain": ["pretrain_corpus_path", "writing_params_path"],
               "finetune": ["pretrain_corpus_path", "finetune_corpus_path", "writing_params_path"],
-              "evaluate": ["pretrain_corpus_path", "reading_params_path", "eval_corpus_path", "outputs_path"]}
+              "evaluate": ["pretrain_corpus_path", "reading_params_path", "eval_corpus_path", "outputs_path"],
+              "baseline": ["finetune_corpus_path", "eval_corpus_path"]}
     missing = [f"--{n}" for n in needed[args.function] if getattr(args, n) is None]
     if missing:
         argp.error(f"{args.function} needs {' '.join(missing)}")
@@ -195,7 +197,23 @@ def evaluate(args, model, pretrain_dataset):
     return {"correct": None, "total": len(answers), "accuracy": None}
 
 
+def most_common_baseline(args):
+    """The accuracy of answering every question with the most common training place."""
+    train = ds.split_rows(read_text(args.finetune_corpus_path, "finetuning corpus"), args.finetune_corpus_path)
+    rows = ds.split_rows(read_text(args.eval_corpus_path, "eval file"), args.eval_corpus_path)
+    answers = [a for _, _, a in rows]
+    if any(a is None for a in answers):
+        raise UserError(f"{args.eval_corpus_path}: has no answers to score against")
+    place, _ = Counter(a for _, _, a in train if a is not None).most_common(1)[0]
+    correct = sum(a == place for a in answers)
+    print(f"Always answering {place!r}: Correct: {correct} out of {len(answers)}: "
+          f"{correct / len(answers) * 100}%")
+    return {"place": place, "correct": correct, "total": len(answers), "accuracy": correct / len(answers)}
+
+
 def run(args):
+    if args.function == "baseline":
+        return most_common_baseline(args)
     set_seed(args.seed)
     text = read_text(args.pretrain_corpus_path, "pretraining corpus")
     pretrain_dataset = ds.CharCorruptionDataset(text, args.block_size or BLOCK_SIZE)

@@ -1,0 +1,143 @@
+"""The whole assignment at a reduced scale: does pretraining put knowledge in the model?
+
+Generates a small world with data/generate.py, then runs every course stage through
+run.py with the quick preset below (the course stages themselves keep the course's
+hyperparameters): most-common-place baseline, vanilla without pretraining, vanilla
+pretrain -> finetune, synthesizer pretrain -> finetune, each evaluated on dev and test.
+Ends with a table and out/quickstart/results.json.
+
+    ./run.sh quickstart                 # the preset, on a CPU
+    ./run.sh quickstart --set pretrain_epochs=300 --out out/try1   # a variation
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "data"))
+
+import generate  # noqa: E402
+import run  # noqa: E402
+
+# Measured choices; see README "The quick preset" for what was tried.
+QUICK = dict(
+    people=700, n_train=450, n_dev=200, n_test=50, seed=2937,  # the world
+    n_layer=2, n_head=4, n_embd=128, block_size=128,  # the model
+    pretrain_epochs=300, pretrain_batch=32, pretrain_lr=2e-3,
+    finetune_epochs=40, finetune_batch=32, finetune_lr=6e-4,  # without pretraining
+    finetune_pre_epochs=10,  # with pretraining
+    num_workers=1,
+)
+
+
+def stage(name, argv, results, timings):
+    print(f"\n=== {name} ===", flush=True)
+    t0 = time.time()
+    results[name] = run.main(argv)
+    timings[name] = round(time.time() - t0, 1)
+    print(f"--- {name}: {timings[name]} s", flush=True)
+
+
+def main():
+    argp = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    argp.add_argument("--out", default=os.path.join(ROOT, "out", "quickstart"))
+    argp.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override a preset value")
+    argp.add_argument("--variants", nargs="+", default=["vanilla", "synthesizer"])
+    argp.add_argument("--precision", default="auto")
+    argp.add_argument("--quiet", action="store_true")
+    args = argp.parse_args()
+    p = dict(QUICK)
+    for kv in args.set:
+        key, value = kv.split("=", 1)
+        if key not in p:
+            argp.error(f"unknown preset key {key!r}; known: {', '.join(p)}")
+        p[key] = type(p[key])(value)
+
+    data, out = os.path.join(args.out, "data"), args.out
+    os.makedirs(data, exist_ok=True)
+    t_start = time.time()
+    generate.generate(data, n_people=p["people"], seed=p["seed"], n_train=p["n_train"], n_dev=p["n_dev"],
+                      n_test=p["n_test"])
+    wiki, train, dev, test = (os.path.join(data, f) for f in
+                              ("wiki.txt", "birth_places_train.tsv", "birth_dev.tsv", "birth_test.tsv"))
+    common = ["--pretrain_corpus_path", wiki, "--n_layer", str(p["n_layer"]), "--n_head", str(p["n_head"]),
+              "--n_embd", str(p["n_embd"]), "--block_size", str(p["block_size"]),
+              "--num_workers", str(p["num_workers"]), "--precision", args.precision]
+    if args.quiet:
+        common.append("--quiet")
+    results, timings = {}, {}
+
+    def evaluate(variant, params, tag):
+        for split, path in (("dev", dev), ("test", test)):
+            stage(f"{variant}_{tag}_eval_{split}",
+                  ["--function", "evaluate", "--variant", variant, "--reading_params_path", params,
+                   "--eval_corpus_path", path, "--outputs_path", os.path.join(out, f"{variant}.{tag}.{split}.predictions")]
+                  + common, results, timings)
+
+    for split, path in (("dev", dev), ("test", test)):
+        stage(f"baseline_{split}", ["--function", "baseline", "--finetune_corpus_path", train,
+                                    "--eval_corpus_path", path], results, timings)
+    if "vanilla" in args.variants:
+        nopre = os.path.join(out, "vanilla.model.params")
+        stage("vanilla_finetune_without_pretrain",
+              ["--function", "finetune", "--variant", "vanilla", "--finetune_corpus_path", train,
+               "--writing_params_path", nopre, "--max_epochs", str(p["finetune_epochs"]),
+               "--batch_size", str(p["finetune_batch"]), "--learning_rate", str(p["finetune_lr"])] + common,
+              results, timings)
+        evaluate("vanilla", nopre, "nopretrain")
+    for variant in args.variants:
+        pre, fin = os.path.join(out, f"{variant}.pretrain.params"), os.path.join(out, f"{variant}.finetune.params")
+        stage(f"{variant}_pretrain",
+              ["--function", "pretrain", "--variant", variant, "--writing_params_path", pre,
+               "--max_epochs", str(p["pretrain_epochs"]), "--batch_size", str(p["pretrain_batch"]),
+               "--learning_rate", str(p["pretrain_lr"])] + common, results, timings)
+        stage(f"{variant}_finetune_with_pretrain",
+              ["--function", "finetune", "--variant", variant, "--finetune_corpus_path", train,
+               "--reading_params_path", pre, "--writing_params_path", fin,
+               "--max_epochs", str(p["finetune_pre_epochs"]), "--batch_size", str(p["finetune_batch"]),
+               "--learning_rate", str(p["finetune_lr"])] + common, results, timings)
+        evaluate(variant, fin, "pretrain")
+
+    def acc(name):
+        r = results.get(name)
+        return None if r is None or r.get("accuracy") is None else r["accuracy"]
+
+    rows = [("most common place (baseline)", "baseline", None, [])]
+    if "vanilla" in args.variants:
+        rows.append(("vanilla, no pretraining", "vanilla_nopretrain", "vanilla_finetune_without_pretrain",
+                     ["vanilla_finetune_without_pretrain"]))
+    for v in args.variants:
+        rows.append((f"{v}, pretrained", f"{v}_pretrain", None, [f"{v}_pretrain", f"{v}_finetune_with_pretrain"]))
+    table = []
+    for label, key, _, train_stages in rows:
+        dev_acc = acc(f"{key}_dev") if key == "baseline" else acc(f"{key}_eval_dev")
+        test_acc = acc(f"{key}_test") if key == "baseline" else acc(f"{key}_eval_test")
+        seconds = sum(timings.get(s, 0) for s in train_stages) + (
+            0 if key == "baseline" else timings.get(f"{key}_eval_dev", 0) + timings.get(f"{key}_eval_test", 0))
+        table.append({"model": label, "dev_accuracy": dev_acc, "test_accuracy": test_acc, "seconds": round(seconds, 1)})
+    total = round(time.time() - t_start, 1)
+    summary = {"preset": p, "precision": args.precision, "threads": torch.get_num_threads(),
+               "table": table, "stage_seconds": timings, "total_seconds": total,
+               "dev_questions": results["baseline_dev"]["total"]}
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+
+    fmt = lambda a: "-" if a is None else f"{a:.1%}"
+    print(f"\nQuick preset: {p['people']} people, {p['n_train']}/{p['n_dev']}/{p['n_test']} train/dev/test "
+          f"questions; {p['n_layer']} layers x {p['n_embd']} wide; total {total} s")
+    print("| model | dev accuracy | test accuracy | wall time (s) |")
+    print("|---|---|---|---|")
+    for r in table:
+        print(f"| {r['model']} | {fmt(r['dev_accuracy'])} | {fmt(r['test_accuracy'])} | {r['seconds']} |")
+    print(f"\nwritten: {os.path.join(out, 'results.json')}")
+
+
+if __name__ == "__main__":
+    main()
