@@ -28,11 +28,12 @@ class DataError(ValueError):
 def split_rows(text, source):
     """Split TSV text into (line_number, question, answer-or-None) rows.
 
-    A trailing newline is optional; blank lines inside the file and rows with more than one
-    tab are errors naming the line, because silently skipping them shifts every prediction.
+    A trailing newline is optional (so are blank lines after the last row, and CRLF line
+    ends); blank lines inside the file and rows with more than one tab are errors naming the
+    line, because silently skipping them shifts every prediction.
     """
     lines = text.split("\n")
-    if lines and lines[-1] == "":
+    while lines and not lines[-1].strip():
         lines.pop()
     rows = []
     for n, line in enumerate(lines, 1):
@@ -49,19 +50,35 @@ def split_rows(text, source):
 class Vocabulary:
     """Character <-> id maps; characters outside the vocabulary are counted, then dropped."""
 
-    def __init__(self, text):
+    def __init__(self, text, source="pretraining text"):
         chars = sorted(set(text))
         for special in (PAD_CHAR, MASK_CHAR):
             if special in chars:
-                raise DataError(f"pretraining text contains the reserved character {special!r}")
+                line = text.count("\n", 0, text.index(special)) + 1
+                raise DataError(f"{source}:{line}: contains {special!r}, which the model reserves for "
+                                f"{'padding' if special == PAD_CHAR else 'masks'}; remove or replace it")
         chars = [PAD_CHAR, MASK_CHAR] + chars
         self.stoi = {ch: i for i, ch in enumerate(chars)}
         self.itos = {i: ch for i, ch in enumerate(chars)}
 
     def encodable(self, s):
-        """s without the characters the vocabulary lacks, and how many were dropped."""
-        kept = "".join(c for c in s if c in self.stoi)
+        """s without the characters the vocabulary lacks, and how many were dropped.
+
+        PAD and MASK count as lacking: in a question or answer they would break its format.
+        """
+        kept = "".join(c for c in s if c in self.stoi and c not in (PAD_CHAR, MASK_CHAR))
         return kept, len(s) - len(kept)
+
+    def unknown(self, s):
+        """The characters of s that `encodable` drops."""
+        return {c for c in s if c not in self.stoi or c in (PAD_CHAR, MASK_CHAR)}
+
+
+def describe_dropped(dropped, chars, rows, total_rows):
+    """'dropped 5 characters (3 distinct: 'Ü', 'ë', 'ó') from 1 of 2 rows'."""
+    shown = ", ".join(repr(c) for c in sorted(chars)[:10]) + (", ..." if len(chars) > 10 else "")
+    return (f"dropped {dropped} character{'s' if dropped != 1 else ''} not in the pretraining vocabulary "
+            f"({len(chars)} distinct: {shown}) from {rows} of {total_rows} rows")
 
     def encode(self, s):
         return [self.stoi[c] for c in s]
@@ -82,8 +99,8 @@ class CharCorruptionDataset(Dataset):
     PAD_CHAR = PAD_CHAR
     MASK_CHAR = MASK_CHAR
 
-    def __init__(self, data, block_size):
-        self.vocab = Vocabulary(data)
+    def __init__(self, data, block_size, source="pretraining text"):
+        self.vocab = Vocabulary(data, source)
         self.stoi, self.itos = self.vocab.stoi, self.vocab.itos
         self.block_size = block_size
         self.vocab_size = len(self.stoi)
@@ -99,8 +116,8 @@ class CharCorruptionDataset(Dataset):
 
     def __getitem__(self, idx):
         doc = self.data[idx]
-        n = random.randint(MIN_DOC_CHARS, min(len(doc), int(self.block_size * 7 / 8)))
-        doc = doc[:n]
+        doc = doc[:random.randint(MIN_DOC_CHARS, int(self.block_size * 7 / 8))]
+        n = len(doc)  # a document shorter than the drawn length is kept whole
         quarter = max(1, round(n / 4))
         span = random.randint(1, 2 * quarter - 1)  # mean: a quarter of the truncated document
         start = random.randint(0, n - span)
@@ -123,19 +140,24 @@ class NameDataset(Dataset):
         self.vocab = pretraining_dataset.vocab
         self.itos, self.stoi = self.vocab.itos, self.vocab.stoi
         self.block_size = pretraining_dataset.block_size
-        self.data, dropped = [], 0
-        for n, question, answer in split_rows(data, source):
+        self.data, dropped, unknown, rows_hit = [], 0, set(), 0
+        rows = split_rows(data, source)
+        for n, question, answer in rows:
             if answer is None:
                 raise DataError(f"{source}:{n}: no tab: expected 'question<TAB>answer'")
+            if not answer.strip():
+                raise DataError(f"{source}:{n}: empty answer after the tab")
+            unknown |= self.vocab.unknown(question + answer)
             (question, dq), (answer, da) = self.vocab.encodable(question), self.vocab.encodable(answer)
             dropped += dq + da
+            rows_hit += bool(dq + da)
             if len(question) + len(answer) + 2 > self.block_size:
                 raise DataError(f"{source}:{n}: question and answer are {len(question) + len(answer) + 2} "
                                 f"characters with the masks; the block holds {self.block_size}")
             self.data.append((question, answer))
         if dropped:
-            print(f"warning: {source}: dropped {dropped} characters not in the pretraining vocabulary",
-                  file=sys.stderr)
+            print(f"warning: {source}: {describe_dropped(dropped, unknown, rows_hit, len(rows))}; "
+                  f"training on the rest of each row", file=sys.stderr)
 
     def __len__(self):
         return len(self.data)

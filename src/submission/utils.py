@@ -53,7 +53,8 @@ def greedy_decode(model, prompts, steps, stop_id=None, precision="fp32", batch_s
 
     Each row keeps its own positions, so the result is what `sample(..., sample=False)`
     gives one prompt at a time, as long as prompt + completion fit in the block (rows stop
-    there). Rows stop early once they have produced `stop_id`. Returns lists of new ids.
+    there). Rows stop early once they have produced `stop_id`. Returns each row's new ids,
+    up to and including `stop_id`.
     """
     from .attention import DecodeCache
 
@@ -92,7 +93,10 @@ def greedy_decode(model, prompts, steps, stop_id=None, precision="fp32", batch_s
                 logits = logits[:, 0]
         for i in range(len(chunk)):
             room = max(0, limit - len(chunk[i]) + 1)  # the last token may sit past the block
-            out.append(new[i, :min(n + 1, room)].tolist())
+            ids = new[i, :min(n + 1, room)].tolist()
+            if stop_id in ids:
+                ids = ids[:ids.index(stop_id) + 1]
+            out.append(ids)
     return out
 
 
@@ -143,26 +147,61 @@ def autocast_context(precision, device):
 
 # --- files -----------------------------------------------------------------------------
 
-def atomic_save(obj, path):
-    """torch.save through a temporary file and a rename: a killed run never leaves half a file."""
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: alive, someone else's
+        return True
+    return True
+
+
+def remove_stale_tmp(path):
+    """Remove `path.<pid>.tmp` files left by killed writers (their process is gone)."""
+    folder, name = os.path.split(os.path.abspath(path))
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry[len(name) + 1:-len(".tmp")]
+        if entry.startswith(name + ".") and entry.endswith(".tmp") and pid.isdigit() \
+                and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(folder, entry))
+
+
+def _atomic_write(path, write, mode):
+    """write(f) into `path.<pid>.tmp`, flush it to disk, then rename it over `path`.
+
+    A run killed at any moment leaves either the previous file or the new one, never half
+    of one; the only possible leftover is the `.tmp` file, which the next write removes.
+    """
+    remove_stale_tmp(path)
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        torch.save(obj, tmp)
+        with open(tmp, mode, **({"encoding": "utf-8"} if "b" not in mode else {})) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def atomic_save(obj, path):
+    """torch.save through a temporary file and a rename: a killed run never leaves half a file.
+
+    Saving to an open file (not a name) also makes the bytes depend on `obj` alone, so two
+    identical runs write byte-identical params.
+    """
+    _atomic_write(path, lambda f: torch.save(obj, f), "wb")
 
 
 def atomic_write_text(text, path):
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    _atomic_write(path, lambda f: f.write(text), "w")
 
 
 def strip_module_prefix(state_dict):

@@ -1,0 +1,101 @@
+"""The fast path computes what the plain path computes: attention, dropout, decoding."""
+
+import random
+
+import pytest
+import torch
+
+from submission import GPT, GPTConfig
+from submission.attention import dropout, dropout_keep_mask, reference_path
+from submission.utils import greedy_decode, resolve_precision, sample
+
+VARIANTS = ["vanilla", "synthesizer"]
+
+
+def tiny(variant, vocab=40, block=48, **kw):
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab, block, n_layer=2, n_head=4, n_embd=32, attention=variant, **kw))
+
+
+def test_keep_mask_rate_and_independence():
+    keep = dropout_keep_mask((1000, 1000), 0.1, "cpu")
+    assert keep.dtype == torch.bool
+    assert abs(keep.float().mean().item() - 0.9) < 2e-3
+    # Neighbouring elements share a 64-bit draw: they must still be uncorrelated.
+    k = keep.float().view(-1, 4)
+    corr = torch.corrcoef(k.T)
+    off_diagonal = corr[~torch.eye(4, dtype=torch.bool)]
+    assert off_diagonal.abs().max() < 0.01
+    assert abs(dropout_keep_mask((200_000,), 0.5, "cpu").float().mean().item() - 0.5) < 0.01
+
+
+def test_dropout_scales_kept_values_and_gradients():
+    x = torch.randn(64, 64, requires_grad=True)
+    y = dropout(x, 0.25, True)
+    kept = y != 0
+    assert torch.allclose(y[kept], x[kept] / 0.75)
+    y.sum().backward()
+    assert torch.allclose(x.grad[kept], torch.full_like(x.grad[kept], 1 / 0.75))
+    assert (x.grad[~kept] == 0).all()
+    assert dropout(x, 0.25, False) is x
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_fast_forward_equals_reference(variant):
+    model = tiny(variant).eval()
+    x = torch.randint(2, 40, (3, 47))
+    fast, _ = model(x)
+    with reference_path():
+        plain, _ = model(x)
+    assert torch.allclose(fast, plain, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_fast_gradients_equal_reference_without_dropout(variant):
+    model = tiny(variant, embd_pdrop=0.0, resid_pdrop=0.0, attn_pdrop=0.0).train()
+    x = torch.randint(2, 40, (4, 47))
+    y = torch.roll(x, -1, 1)
+    _, loss = model(x, y)
+    fast = torch.autograd.grad(loss, list(model.parameters()))
+    with reference_path():
+        _, loss = model(x, y)
+        plain = torch.autograd.grad(loss, list(model.parameters()))
+    for a, b in zip(fast, plain):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_training_mode_loss_matches_reference_on_average(variant):
+    """Dropout draws differ, but the expected loss is the same."""
+    model = tiny(variant).train()
+    x = torch.randint(2, 40, (16, 47))
+    y = torch.roll(x, -1, 1)
+    fast = torch.stack([model(x, y)[1] for _ in range(20)]).mean()
+    with reference_path():
+        plain = torch.stack([model(x, y)[1] for _ in range(20)]).mean()
+    assert abs(fast.item() - plain.item()) < 0.02
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_batched_decoding_equals_one_at_a_time(variant):
+    model = tiny(variant, vocab=30, block=64).eval()
+    with torch.no_grad():  # sharpen the random model so answers vary with the prompt
+        model.head.weight.mul_(20)
+    rng = random.Random(1)
+    prompts = [[rng.randrange(2, 30) for _ in range(rng.randrange(1, 40))] for _ in range(200)]
+    batched = greedy_decode(model, prompts, 16, stop_id=1, batch_size=64)
+    same = 0
+    for p, got in zip(prompts, batched):
+        ref = sample(model, torch.tensor([p]), 16)[0, len(p):].tolist()
+        if 1 in ref:
+            ref = ref[:ref.index(1) + 1]
+        same += got == ref[:len(got)] and (len(got) == len(ref) or len(p) + len(got) > model.max_positions())
+    assert same / len(prompts) >= 0.995
+
+
+def test_precision_choice():
+    assert resolve_precision("fp32", "cpu") == "fp32"
+    assert resolve_precision("bf16", "cpu") == "bf16"
+    assert resolve_precision("auto", "cpu") in ("fp32", "bf16")
+    with pytest.raises(ValueError):
+        resolve_precision("fp16", "cpu")
