@@ -73,18 +73,18 @@ class Vocabulary:
         """The characters of s that `encodable` drops."""
         return {c for c in s if c not in self.stoi or c in (PAD_CHAR, MASK_CHAR)}
 
+    def encode(self, s):
+        return [self.stoi[c] for c in s]
+
+    def decode(self, ids):
+        return "".join(self.itos[int(i)] for i in ids)
+
 
 def describe_dropped(dropped, chars, rows, total_rows):
     """'dropped 5 characters (3 distinct: 'Ü', 'ë', 'ó') from 1 of 2 rows'."""
     shown = ", ".join(repr(c) for c in sorted(chars)[:10]) + (", ..." if len(chars) > 10 else "")
     return (f"dropped {dropped} character{'s' if dropped != 1 else ''} not in the pretraining vocabulary "
             f"({len(chars)} distinct: {shown}) from {rows} of {total_rows} rows")
-
-    def encode(self, s):
-        return [self.stoi[c] for c in s]
-
-    def decode(self, ids):
-        return "".join(self.itos[int(i)] for i in ids)
 
 
 class CharCorruptionDataset(Dataset):
