@@ -1,0 +1,236 @@
+"""The command line, end to end: src/run.py pretrain -> finetune -> evaluate, and run.sh's stages.
+
+Tiny models and one epoch on a few documents written to a temporary folder; the point is
+that every stage runs, writes what the next stage reads, and prints what the course prints.
+"""
+
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from submission import GPTConfig, initialize_synthesizer_model, initialize_vanilla_model
+from submission.dataset import CharCorruptionDataset
+from submission.helper import load_params
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN_PY = ROOT / "src" / "run.py"
+RUN_SH = ROOT / "run.sh"
+SUB = ROOT / "src" / "submission"
+
+TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "16", "--block_size", "64"]
+SCHEDULE = ["--max_epochs", "1", "--batch_size", "8", "--num_workers", "0"]
+CORRECT = re.compile(r"Correct: (\d+) out of (\d+): ([0-9.]+)%")
+
+FIRST = ["Alice", "Bruno", "Chen", "Dara", "Elif", "Farid", "Greta", "Hugo", "Ines", "Jonas"]
+LAST = ["Smith", "Okafor", "Weber", "Rossi"]
+PLACES = ["Paris", "London", "Lagos", "Rome", "Tokyo", "Berlin"]
+
+
+def env():
+    e = dict(os.environ)
+    e["OMP_NUM_THREADS"] = "1"  # tiny models: one thread, and no spinning on a busy machine
+    e["PYTHON"] = sys.executable  # run.sh's setup: use this interpreter, never build a venv
+    return e
+
+
+def run(args, **kw):
+    return subprocess.run(args, capture_output=True, text=True, env=kw.pop("env", env()), timeout=300, **kw)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("data")
+    rng = random.Random(0)
+    people = [(f"{f} {l}", rng.choice(PLACES)) for f in FIRST for l in LAST]
+    docs = [f"{n} was born in {p} . Where was {n} born? In {p}, and {n} later moved to {rng.choice(PLACES)} ."
+            for n, p in people]
+    (d / "wiki.txt").write_text("\n".join(docs), encoding="utf-8")
+    train, dev = people[:32], people[32:]
+    (d / "birth_places_train.tsv").write_text("".join(f"Where was {n} born?\t{p}\n" for n, p in train),
+                                              encoding="utf-8")
+    (d / "birth_dev.tsv").write_text("".join(f"Where was {n} born?\t{p}\n" for n, p in dev), encoding="utf-8")
+    (d / "birth_test_inputs.tsv").write_text("".join(f"Where was {n} born?\n" for n, _ in dev),
+                                             encoding="utf-8")
+    return d
+
+
+def tiny_model(variant, wiki):
+    pre = CharCorruptionDataset(wiki.read_text(encoding="utf-8"), 64)
+    config = GPTConfig(pre.vocab_size, 64, n_layer=1, n_head=2, n_embd=16)
+    return (initialize_vanilla_model if variant == "vanilla" else initialize_synthesizer_model)(config)
+
+
+def run_py(function, variant, data, *extra):
+    r = run([sys.executable, str(RUN_PY), "--function", function, "--variant", variant,
+             "--pretrain_corpus_path", str(data / "wiki.txt"), *TINY, "--quiet", *extra])
+    assert r.returncode == 0, f"{function} {variant} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
+    return r
+
+
+def evaluate(variant, data, params, eval_file, out):
+    r = run_py("evaluate", variant, data, "--reading_params_path", str(params),
+               "--eval_corpus_path", str(eval_file), "--outputs_path", str(out))
+    assert out.exists()
+    lines = out.read_text(encoding="utf-8").split("\n")
+    assert lines[-1] == "", "predictions end with a newline"
+    questions = [q for q in eval_file.read_text(encoding="utf-8").split("\n") if q]
+    assert len(lines) - 1 == len(questions), "one prediction per question"
+    return r
+
+
+@pytest.mark.parametrize("variant", ["vanilla", "synthesizer"])
+def test_pretrain_finetune_evaluate(variant, data, tmp_path):
+    pre_params, ft_params = tmp_path / f"{variant}.pretrain.params", tmp_path / f"{variant}.finetune.params"
+    run_py("pretrain", variant, data, "--writing_params_path", str(pre_params), *SCHEDULE)
+    assert pre_params.exists()
+    pretrained = load_params(tiny_model(variant, data / "wiki.txt"), str(pre_params))
+
+    # A different seed: a fresh initialisation would differ, so closeness proves the params were loaded.
+    run_py("finetune", variant, data, "--reading_params_path", str(pre_params), "--writing_params_path",
+           str(ft_params), "--finetune_corpus_path", str(data / "birth_places_train.tsv"), "--seed", "1",
+           *SCHEDULE)
+    assert ft_params.exists()
+    finetuned = load_params(tiny_model(variant, data / "wiki.txt"), str(ft_params))
+    a, b = pretrained.state_dict(), finetuned.state_dict()
+    assert any(not torch.equal(a[k], b[k]) for k in a), "finetuning changed nothing"
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) < 0.01, "finetuning did not start from the pretrained params"
+
+    r = evaluate(variant, data, ft_params, data / "birth_dev.tsv", tmp_path / "dev.predictions")
+    m = CORRECT.search(r.stdout)
+    assert m, f"no 'Correct: X out of Y: Z%' in:\n{r.stdout}"
+    correct, total, pct = int(m.group(1)), int(m.group(2)), float(m.group(3))
+    assert total == 8 and 0 <= correct <= total and pct == pytest.approx(100 * correct / total)
+
+    r = evaluate(variant, data, ft_params, data / "birth_test_inputs.tsv", tmp_path / "test.predictions")
+    assert "no targets provided" in r.stdout and not CORRECT.search(r.stdout)
+
+
+def test_finetune_without_pretraining(data, tmp_path):
+    params = tmp_path / "vanilla.model.params"
+    run_py("finetune", "vanilla", data, "--writing_params_path", str(params), "--finetune_corpus_path",
+           str(data / "birth_places_train.tsv"), *SCHEDULE)
+    load_params(tiny_model("vanilla", data / "wiki.txt"), str(params))
+    r = evaluate("vanilla", data, params, data / "birth_dev.tsv", tmp_path / "dev.predictions")
+    assert CORRECT.search(r.stdout)
+
+
+# --- run.sh ----------------------------------------------------------------------------------------
+
+NEEDS = {  # stage -> (params file it reads, the stage that writes it)
+    "vanilla_finetune_without_pretrain": None,
+    "vanilla_finetime_without_pretrain": None,
+    "vanilla_eval_dev_without_pretrain": ("vanilla.model.params", "vanilla_finetune_without_pretrain"),
+    "vanilla_eval_test_without_pretrain": ("vanilla.model.params", "vanilla_finetune_without_pretrain"),
+    "vanilla_pretrain": None,
+    "vanilla_finetune_with_pretrain": ("vanilla.pretrain.params", "vanilla_pretrain"),
+    "vanilla_eval_dev_with_pretrain": ("vanilla.finetune.params", "vanilla_finetune_with_pretrain"),
+    "vanilla_eval_test_with_pretrain": ("vanilla.finetune.params", "vanilla_finetune_with_pretrain"),
+    "synthesizer_pretrain": None,
+    "synthesizer_finetune_with_pretrain": ("synthesizer.pretrain.params", "synthesizer_pretrain"),
+    "synthesizer_finetrain_with_pretrain": ("synthesizer.pretrain.params", "synthesizer_pretrain"),
+    "synthesizer_eval_dev_with_pretrain": ("synthesizer.finetune.params", "synthesizer_finetune_with_pretrain"),
+    "synthesizer_eval_test_with_pretrain": ("synthesizer.finetune.params", "synthesizer_finetune_with_pretrain"),
+    "london_baseline": None,
+}
+OTHER_STAGES = ["quickstart", "test", "setup", "data", "explore", "bench", "grader"]
+
+
+def data_env(data):
+    e = env()
+    e["DATA_DIR"] = str(data)
+    return e
+
+
+@pytest.mark.parametrize("args", [[], ["no_such_stage"]], ids=["no-args", "unknown"])
+def test_run_sh_usage_lists_every_stage(args):
+    r = run(["bash", str(RUN_SH), *args])
+    assert r.returncode != 0
+    for stage in list(NEEDS) + OTHER_STAGES:
+        assert re.search(rf"(^|\W){stage}(\W|$)", r.stderr), f"usage does not list {stage}"
+    if args:
+        assert "unknown stage" in r.stderr
+
+
+def wiring(stage, data):
+    """The run.py arguments a stage passes (before the user's extra flags)."""
+    sub = str(SUB)
+    train, dev, test = (str(data / n) for n in ("birth_places_train.tsv", "birth_dev.tsv",
+                                                "birth_test_inputs.tsv"))
+    variant = "vanilla" if stage == "london_baseline" else stage.split("_")[0]
+    args = {"--variant": variant, "--pretrain_corpus_path": str(data / "wiki.txt")}
+    if stage == "london_baseline":
+        args.update({"--function": "baseline", "--finetune_corpus_path": train, "--eval_corpus_path": dev})
+        return args
+    if stage.startswith("vanilla_fine") and stage.endswith("without_pretrain"):
+        args.update({"--function": "finetune", "--writing_params_path": f"{sub}/vanilla.model.params",
+                     "--finetune_corpus_path": train})
+    elif "_eval_" in stage and stage.endswith("without_pretrain"):
+        split = "dev" if "_dev_" in stage else "test"
+        args.update({"--function": "evaluate", "--reading_params_path": f"{sub}/vanilla.model.params",
+                     "--eval_corpus_path": dev if split == "dev" else test,
+                     "--outputs_path": f"{sub}/vanilla.nopretrain.{split}.predictions"})
+    elif stage.endswith("_pretrain") and "with" not in stage:
+        args.update({"--function": "pretrain", "--writing_params_path": f"{sub}/{variant}.pretrain.params"})
+    elif "_eval_" in stage:
+        split = "dev" if "_dev_" in stage else "test"
+        args.update({"--function": "evaluate", "--reading_params_path": f"{sub}/{variant}.finetune.params",
+                     "--eval_corpus_path": dev if split == "dev" else test,
+                     "--outputs_path": f"{sub}/{variant}.pretrain.{split}.predictions"})
+    else:  # finetune (or the handout's 'finetrain') with pretraining
+        args.update({"--function": "finetune", "--reading_params_path": f"{sub}/{variant}.pretrain.params",
+                     "--writing_params_path": f"{sub}/{variant}.finetune.params", "--finetune_corpus_path": train})
+    return args
+
+
+@pytest.fixture
+def fake_python(tmp_path):
+    """A stand-in interpreter: passes run.sh's import check, prints the arguments run.py would get."""
+    shim = tmp_path / "fake-python"
+    shim.write_text('#!/bin/sh\nif [ "$1" = "-c" ]; then exit 0; fi\nfor a in "$@"; do printf \'ARG:%s\\n\' "$a"; done\n')
+    shim.chmod(0o755)
+    return shim
+
+
+@pytest.mark.parametrize("stage", list(NEEDS))
+def test_run_sh_stage_wiring(stage, data, fake_python, tmp_path):
+    """Every course stage is accepted and hands run.py the course's files, or names its missing input."""
+    e = data_env(data)
+    e["PYTHON"] = str(fake_python)
+    r = run(["bash", str(RUN_SH), stage, "--max_epochs", "1"], env=e, cwd=str(tmp_path))
+    assert "unknown stage" not in r.stderr
+    need = NEEDS[stage]
+    if need is not None and not (SUB / need[0]).exists():
+        assert r.returncode != 0
+        assert f"run ./run.sh {need[1]} first" in r.stderr and need[0] in r.stderr, r.stderr
+        return
+    assert r.returncode == 0, r.stderr
+    argv = [line[4:] for line in r.stdout.splitlines() if line.startswith("ARG:")]
+    if not argv:  # run.sh chose the project's .venv over $PYTHON: the real run.py ran
+        pytest.skip("run.sh used .venv/bin/python, not the stand-in")
+    assert Path(argv[0]) == RUN_PY
+    assert argv[-2:] == ["--max_epochs", "1"], "the user's extra flags come last"
+    flags = argv[1:-2]
+    got = dict(zip(flags[::2], flags[1::2]))
+    assert len(flags) % 2 == 0 and len(got) == len(flags) // 2, flags
+    want = wiring(stage, data)
+    assert {k: got.get(k) for k in want} == want
+    assert set(got) == set(want), f"unexpected arguments {set(got) - set(want)}"
+
+
+def test_run_sh_london_baseline(data):
+    r = run(["bash", str(RUN_SH), "london_baseline"], env=data_env(data), cwd=str(data))
+    assert r.returncode == 0, r.stderr
+    m = CORRECT.search(r.stdout)
+    assert m and int(m.group(2)) == 8
+    rows = [line.split("\t") for line in (data / "birth_places_train.tsv").read_text().splitlines()]
+    places = [p for _, p in rows]
+    top = max(set(places), key=places.count)
+    dev = [line.split("\t")[1] for line in (data / "birth_dev.tsv").read_text().splitlines()]
+    if places.count(top) > max(places.count(p) for p in set(places) - {top}):  # a unique mode
+        assert int(m.group(1)) == dev.count(top)
