@@ -5,12 +5,19 @@ it: mixed precision where the hardware runs it fast, optional torch.compile, los
 back from the device only every `log_every` steps, periodic atomic checkpoints that
 `resume` continues from exactly, a stop on a non-finite loss, and a JSON-lines record of
 every epoch next to the params.
+
+Resuming is exact (the same final params as an uninterrupted run) with num_workers 0 and
+the same precision and device: the checkpoint, written at the end of each epoch, holds
+the model, the optimizer, the epoch, the tokens seen (the learning-rate schedule depends
+on tokens only, never on max_epochs) and the torch/Python RNG states. With num_workers > 0
+each worker's RNG stream restarts on resume, so the random corruption spans differ.
 """
 
 import json
 import math
 import os
 import random
+import sys
 import time
 
 import torch
@@ -53,6 +60,10 @@ class NonFiniteLoss(RuntimeError):
     pass
 
 
+class CheckpointError(RuntimeError):
+    """A checkpoint that --resume cannot continue from, phrased for one line of output."""
+
+
 def decay_groups(model, weight_decay):
     """AdamW groups: weight decay on matmul weights, never on biases, norms or embeddings."""
     decay, no_decay = [], []
@@ -69,7 +80,9 @@ def lr_multiplier(tokens, config):
     if tokens < config.warmup_tokens:
         return float(tokens) / float(max(1, config.warmup_tokens))
     progress = float(tokens - config.warmup_tokens) / float(max(1, config.final_tokens - config.warmup_tokens))
-    return max(0.1, 0.5 * (1.0 + math.cos(math.pi * progress)))
+    # Stay at the floor after final_tokens; minGPT's cosine climbs back up there, which the
+    # course's 650-epoch pretraining (final_tokens = 200 epochs) would reach twice.
+    return max(0.1, 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0))))
 
 
 class Trainer:
@@ -81,6 +94,7 @@ class Trainer:
         self.config = config
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.model.to(self.device)
+        self.checkpointed_epoch = None
 
     def save_checkpoint(self, optimizer, epoch, tokens):
         atomic_save({
@@ -90,17 +104,49 @@ class Trainer:
             "tokens": tokens,
             "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
                     "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+            "run_info": self.config.run_info,
         }, self.config.ckpt_path)
+        self.checkpointed_epoch = epoch + 1
 
     def load_checkpoint(self, optimizer):
-        state = torch.load(self.config.ckpt_path, map_location="cpu", weights_only=False)
-        self.model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
+        """Model, optimizer and RNG state from ckpt_path; (next epoch index, tokens seen)."""
+        path = self.config.ckpt_path
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=False)
+            model_state, epoch, tokens = state["model"], state["epoch"], state["tokens"]
+        except Exception as e:  # noqa: BLE001 - damaged archives raise many kinds
+            reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
+            raise CheckpointError(f"{path}: cannot resume: not a readable training checkpoint, truncated "
+                                  f"or corrupt ({reason}); delete it to start over") from None
+        try:
+            self.model.load_state_dict(model_state)
+            optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError, KeyError):
+            from .helper import describe_mismatch  # helper imports this module
+            raise CheckpointError("cannot resume: " + describe_mismatch(self.model, model_state, path)
+                                  + "; give the run the same variant and sizes, or delete the checkpoint "
+                                    "to start over") from None
         torch.set_rng_state(state["rng"]["torch"])
         random.setstate(state["rng"]["python"])
         if state["rng"]["cuda"] is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])
-        return state["epoch"] + 1, state["tokens"]
+        self.warn_if_changed(state.get("run_info"))
+        self.checkpointed_epoch = epoch + 1
+        return epoch + 1, tokens
+
+    def warn_if_changed(self, saved):
+        """Resuming with other data or another schedule is allowed, but is then not the same run."""
+        now = self.config.run_info
+        if not saved or not now:
+            return
+        changed = [f"{k} {saved['config'].get(k)} -> {now['config'].get(k)}"
+                   for k in now.get("config", {}) if k != "max_epochs"
+                   and saved.get("config", {}).get(k) != now["config"].get(k)]
+        if sorted(saved.get("data", {}).values()) != sorted(now.get("data", {}).values()):
+            changed.append("data files' checksums differ")
+        if changed:
+            print(f"warning: resuming {self.config.ckpt_path} with a changed run ({'; '.join(changed)}); "
+                  f"the result will differ from an uninterrupted run", file=sys.stderr)
 
     def log(self, record):
         if self.config.log_path:
@@ -108,6 +154,13 @@ class Trainer:
                 f.write(json.dumps(record) + "\n")
 
     def train(self):
+        try:
+            self._train()
+        except KeyboardInterrupt:  # Ctrl-C (run.py turns SIGTERM into this too): say so in the record
+            self.log({"event": "interrupted", "last_checkpoint_epoch": self.checkpointed_epoch})
+            raise
+
+    def _train(self):
         model, config, device = self.model, self.config, self.device
         cuda = device.type == "cuda"
         self.precision = resolve_precision(config.precision, device)
@@ -119,9 +172,17 @@ class Trainer:
                             num_workers=workers, pin_memory=cuda, persistent_workers=workers > 0,
                             drop_last=False)
         first_epoch, tokens = 0, 0
+        self.checkpointed_epoch = None  # the last epoch whose checkpoint this run wrote or read
         if config.resume and config.ckpt_path and os.path.exists(config.ckpt_path):
             first_epoch, tokens = self.load_checkpoint(optimizer)
-            print(f"resuming from {config.ckpt_path} at epoch {first_epoch + 1}")
+            if first_epoch >= config.max_epochs:
+                print(f"{config.ckpt_path} already holds epoch {first_epoch} of {config.max_epochs}: "
+                      f"nothing left to train (raise --max_epochs to go on)")
+            else:
+                print(f"resuming from {config.ckpt_path} at epoch {first_epoch + 1} of {config.max_epochs}")
+        elif config.resume:
+            print(f"warning: no checkpoint at {config.ckpt_path}; starting from the beginning", file=sys.stderr)
+        t_start = time.time()
         self.log({"event": "start", "precision": self.precision, "device": str(device),
                   "first_epoch": first_epoch, **(config.run_info or {})})
 
@@ -156,10 +217,13 @@ class Trainer:
                     if bad is not None:
                         bad_step = step - len(values) + bad + 1
                         self.log({"event": "non-finite loss", "step": bad_step, "epoch": epoch + 1})
-                        raise NonFiniteLoss(
-                            f"loss became {values[bad]} at step {bad_step} (epoch {epoch + 1}); "
-                            + (f"last good checkpoint: {config.ckpt_path}" if config.ckpt_path
-                               else "no checkpoint was kept (set ckpt_path)"))
+                        if self.checkpointed_epoch:
+                            kept = (f"the last good checkpoint, {config.ckpt_path} (epoch {self.checkpointed_epoch}), "
+                                    f"is kept: lower the learning rate and continue with --resume")
+                        else:
+                            kept = "no checkpoint was written yet: lower the learning rate and start again"
+                        raise NonFiniteLoss(f"loss became {values[bad]} at step {bad_step} (epoch {epoch + 1}); "
+                                            f"training stopped and no params were written; {kept}")
                     losses += values
                     last_loss = values[-1]
                     bar.set_postfix(loss=f"{last_loss:.4f}", lr=f"{lr:.2e}")
@@ -172,8 +236,12 @@ class Trainer:
             total.set_postfix(loss=f"{mean:.4f}", lr=f"{lr:.2e}")
             self.log({"event": "epoch", "epoch": epoch + 1, "mean_loss": mean, "last_loss": last_loss,
                       "lr": lr, "tokens": tokens, "seconds": round(time.time() - t0, 3)})
+            if config.tb_writer is not None:
+                config.tb_writer.add_scalar("train/epoch_loss", mean, epoch + 1)
+                config.tb_writer.flush()
             if config.ckpt_path and ((epoch + 1) % config.ckpt_every_epochs == 0 or epoch + 1 == config.max_epochs):
                 self.save_checkpoint(optimizer, epoch, tokens)
         total.close()
         self.final_loss = last_loss
-        self.log({"event": "end", "final_loss": last_loss, "tokens": tokens})
+        self.log({"event": "end", "final_loss": last_loss, "tokens": tokens,
+                  "seconds": round(time.time() - t_start, 3)})
