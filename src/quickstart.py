@@ -52,6 +52,8 @@ def main():
     argp.add_argument("--variants", nargs="+", default=["vanilla", "synthesizer"])
     argp.add_argument("--precision", default="auto")
     argp.add_argument("--quiet", action="store_true")
+    argp.add_argument("--reference_path", action="store_true",
+                      help="train with the plain attention and dropout (to compare with the fast path)")
     args = argp.parse_args()
     p = dict(QUICK)
     for kv in args.set:
@@ -70,8 +72,7 @@ def main():
     common = ["--pretrain_corpus_path", wiki, "--n_layer", str(p["n_layer"]), "--n_head", str(p["n_head"]),
               "--n_embd", str(p["n_embd"]), "--block_size", str(p["block_size"]),
               "--num_workers", str(p["num_workers"]), "--precision", args.precision]
-    if args.quiet:
-        common.append("--quiet")
+    common += ["--quiet"] * args.quiet + ["--reference_path"] * args.reference_path
     results, timings = {}, {}
 
     def evaluate(variant, params, tag):

@@ -9,11 +9,14 @@ Errors a user can cause are one line on stderr and exit code 1.
 """
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 
@@ -24,13 +27,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from submission import dataset as ds  # noqa: E402
 from submission.helper import (ParamsError, finetune, initialize_synthesizer_model,  # noqa: E402
                                initialize_vanilla_model, load_params, pretrain, train)
+from submission.attention import reference_path  # noqa: E402
 from submission.model import GPTConfig  # noqa: E402
-from submission.trainer import NonFiniteLoss  # noqa: E402
+from submission.trainer import CheckpointError, NonFiniteLoss  # noqa: E402
 from submission.utils import (atomic_write_text, evaluate_places, greedy_decode,  # noqa: E402
-                              resolve_precision, set_seed)
+                              remove_stale_tmp, resolve_precision, set_seed)
 
 COURSE_MODEL = dict(n_layer=4, n_head=8, n_embd=256)
 BLOCK_SIZE = 128
+MIN_BLOCK_SIZE = 9  # a corrupted document (4 to 7/8 of the block characters) and its two masks must fit
 ANSWER_STEPS = 32  # characters the course samples after the question
 INITIALIZE = {"vanilla": initialize_vanilla_model, "synthesizer": initialize_synthesizer_model}
 
@@ -60,9 +65,13 @@ def build_parser():
     argp.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
                       help="auto: bf16 autocast where the hardware runs it fast (AVX512-BF16/AMX, CUDA), else fp32")
     argp.add_argument("--seed", type=int, default=0)
-    argp.add_argument("--resume", action="store_true", help="continue from the checkpoint next to the params")
+    argp.add_argument("--resume", action="store_true",
+                      help="continue from the checkpoint next to the params (<params>.ckpt, written every epoch); "
+                           "the same result as an uninterrupted run with --num_workers 0")
     argp.add_argument("--tb_expt_name", default=None, help="TensorBoard run name (if tensorboard is installed)")
     argp.add_argument("--quiet", action="store_true", help="no progress bars")
+    argp.add_argument("--reference_path", action="store_true",
+                      help="compute attention and dropout the plain way (to compare with the fast path)")
     size = argp.add_argument_group("model size and schedule (default: the course's)")
     for name in ("n_layer", "n_head", "n_embd", "block_size", "max_epochs", "batch_size", "num_workers"):
         size.add_argument(f"--{name}", type=int, default=None)
@@ -88,19 +97,31 @@ def parse_args(argv=None):
     missing = [f"--{n}" for n in needed[args.function] if getattr(args, n) is None]
     if missing:
         argp.error(f"{args.function} needs {' '.join(missing)}")
+    for name, low in (("n_layer", 1), ("n_head", 1), ("n_embd", 1), ("block_size", MIN_BLOCK_SIZE),
+                      ("max_epochs", 1), ("batch_size", 1), ("num_workers", 0), ("eval_batch_size", 1)):
+        if getattr(args, name) is not None and getattr(args, name) < low:
+            argp.error(f"--{name} must be at least {low}, not {getattr(args, name)}")
+    n_embd, n_head = args.n_embd or COURSE_MODEL["n_embd"], args.n_head or COURSE_MODEL["n_head"]
+    if n_embd % n_head:
+        argp.error(f"--n_embd ({n_embd}) must be a multiple of --n_head ({n_head})")
+    if args.learning_rate is not None and not args.learning_rate > 0:
+        argp.error(f"--learning_rate must be positive, not {args.learning_rate}")
     return args
 
 
 def read_text(path, what):
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            raw = f.read()
+        text = raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as open() in text mode
     except FileNotFoundError:
         raise UserError(f"{path}: {what} not found") from None
     except IsADirectoryError:
         raise UserError(f"{path}: {what} is a directory, not a file") from None
     except UnicodeDecodeError as e:
-        raise UserError(f"{path}: {what} is not UTF-8 text (byte {e.start})") from None
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise UserError(f"{path}:{line}: {what} is not UTF-8 text (byte {e.start}: "
+                        f"{raw[e.start:e.start + 1]!r}); save it as UTF-8") from None
     except OSError as e:
         raise UserError(f"{path}: cannot read {what}: {e.strerror}") from None
     if not text.strip():
@@ -108,9 +129,20 @@ def read_text(path, what):
     return text
 
 
-def output_dir_for(path):
+def output_dir_for(path, what):
+    """Create the folder `path` will be written to; say clearly why when it cannot be."""
+    if os.path.isdir(path):
+        raise UserError(f"{path}: is a directory; the {what} needs a file name")
     folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise UserError(f"{path}: cannot create the {what}'s folder: part of {folder} is a file") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot create the {what}'s folder {folder}: {e.strerror}") from None
+    if not os.access(folder, os.W_OK):
+        raise UserError(f"{path}: cannot write the {what}: {folder} is not writable")
+    remove_stale_tmp(path)  # `path.<pid>.tmp` of a killed run: never params, and no longer needed
 
 
 def sha256(path):
@@ -119,10 +151,11 @@ def sha256(path):
 
 
 def git_revision():
+    """The checkout's commit, with '-dirty' when tracked files have uncommitted changes."""
     try:
         here = os.path.dirname(os.path.abspath(__file__))
-        return subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=5).stdout.strip() or None
+        return subprocess.run(["git", "-C", here, "describe", "--always", "--dirty", "--abbrev=7"],
+                              capture_output=True, text=True, timeout=5).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -164,28 +197,29 @@ def evaluate(args, model, pretrain_dataset):
     load_params(model, args.reading_params_path)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model.to(device)
-    rows = ds.split_rows(read_text(args.eval_corpus_path, "eval file"), args.eval_corpus_path)
+    rows = read_eval_rows(args.eval_corpus_path)
     vocab = pretrain_dataset.vocab
     room = model.max_positions() - 1  # the question and its MASK must leave one position to answer
-    prompts, dropped, cut = [], 0, 0
+    output_dir_for(args.outputs_path, "predictions file")  # inputs read: fail now, not after decoding
+    prompts, dropped, unknown, hit, cut = [], 0, set(), 0, 0
     for _, question, _ in rows:
+        unknown |= vocab.unknown(question)
         question, n = vocab.encodable(question)
-        dropped += n
+        dropped, hit = dropped + n, hit + bool(n)
         if len(question) + 1 > room:
             question, cut = question[-(room - 1):], cut + 1
         prompts.append(vocab.encode(question + ds.MASK_CHAR))
     if dropped:
-        print(f"warning: {args.eval_corpus_path}: dropped {dropped} characters not in the pretraining "
-              f"vocabulary; every question is still answered", file=sys.stderr)
+        print(f"warning: {args.eval_corpus_path}: {ds.describe_dropped(dropped, unknown, hit, len(rows))}; "
+              f"every question is still answered", file=sys.stderr)
     if cut:
-        print(f"warning: {args.eval_corpus_path}: {cut} questions longer than the block were cut to "
-              f"their last {room - 1} characters", file=sys.stderr)
+        print(f"warning: {args.eval_corpus_path}: {cut} question{'s' if cut != 1 else ''} longer than the "
+              f"block {'were' if cut != 1 else 'was'} cut to the last {room - 1} characters", file=sys.stderr)
     mask_id = vocab.stoi[ds.MASK_CHAR]
     completions = greedy_decode(model, prompts, ANSWER_STEPS, stop_id=mask_id,
                                 precision=resolve_precision(args.precision, device),
                                 batch_size=args.eval_batch_size)
     predictions = [vocab.decode(c).split(ds.MASK_CHAR)[0] for c in completions]
-    output_dir_for(args.outputs_path)
     atomic_write_text("".join(p + "\n" for p in predictions), args.outputs_path)
     answers = [a for _, _, a in rows]
     if all(a is not None for a in answers):
@@ -197,10 +231,24 @@ def evaluate(args, model, pretrain_dataset):
     return {"correct": None, "total": len(answers), "accuracy": None}
 
 
+def read_eval_rows(path):
+    """An eval file's rows: every row with an answer, or none (test inputs)."""
+    rows = ds.split_rows(read_text(path, "eval file"), path)
+    with_answer = [n for n, _, a in rows if a is not None]
+    if with_answer and len(with_answer) < len(rows):
+        n = next(n for n, _, a in rows if a is None)
+        raise ds.DataError(f"{path}:{n}: no tab, but line {with_answer[0]} has 'question<TAB>answer': "
+                           f"give every row an answer, or none")
+    return rows
+
+
 def most_common_baseline(args):
     """The accuracy of answering every question with the most common training place."""
     train = ds.split_rows(read_text(args.finetune_corpus_path, "finetuning corpus"), args.finetune_corpus_path)
-    rows = ds.split_rows(read_text(args.eval_corpus_path, "eval file"), args.eval_corpus_path)
+    missing = next((n for n, _, a in train if a is None), None)
+    if missing is not None:
+        raise ds.DataError(f"{args.finetune_corpus_path}:{missing}: no tab: expected 'question<TAB>answer'")
+    rows = read_eval_rows(args.eval_corpus_path)
     answers = [a for _, _, a in rows]
     if any(a is None for a in answers):
         raise UserError(f"{args.eval_corpus_path}: has no answers to score against")
@@ -216,7 +264,8 @@ def run(args):
         return most_common_baseline(args)
     set_seed(args.seed)
     text = read_text(args.pretrain_corpus_path, "pretraining corpus")
-    pretrain_dataset = ds.CharCorruptionDataset(text, args.block_size or BLOCK_SIZE)
+    pretrain_dataset = ds.CharCorruptionDataset(text, args.block_size or BLOCK_SIZE,
+                                                source=args.pretrain_corpus_path)
     if len(pretrain_dataset) == 0:
         raise UserError(f"{args.pretrain_corpus_path}: no document of at least {ds.MIN_DOC_CHARS} characters")
     model = build_model(args, pretrain_dataset)
@@ -225,33 +274,46 @@ def run(args):
     if args.function == "evaluate":
         return evaluate(args, model, pretrain_dataset)
 
-    output_dir_for(args.writing_params_path)
     if args.function == "pretrain":
         tconf, trainer = pretrain(pretrain_dataset, block_size, model)
         data = [args.pretrain_corpus_path]
     else:
         read_text(args.finetune_corpus_path, "finetuning corpus")
-        if args.reading_params_path is not None and not os.path.exists(args.reading_params_path):
-            raise UserError(f"{args.reading_params_path}: params file not found")
         tconf, trainer = finetune(args.reading_params_path, args.finetune_corpus_path, pretrain_dataset,
                                   block_size, model)
         data = [args.pretrain_corpus_path, args.finetune_corpus_path, args.reading_params_path]
+    output_dir_for(args.writing_params_path, "params file")  # every input checked: only now create it
+    remove_stale_tmp(args.writing_params_path + ".ckpt")
     configure(tconf, args, args.writing_params_path, data)
     t0 = time.time()
-    train(model, args.writing_params_path, trainer)
+    with reference_path() if args.reference_path else contextlib.nullcontext():
+        train(model, args.writing_params_path, trainer)
     return {"final_loss": trainer.final_loss, "seconds": time.time() - t0}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler, `kill`): stop as on Ctrl-C, removing temporary files on the way out."""
+
+
+def _terminate(signum, frame):
+    raise Terminated
 
 
 def main(argv=None):
     args = parse_args(argv)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
         result = run(args)
-    except (UserError, ds.DataError, ParamsError, NonFiniteLoss) as e:
+    except (UserError, ds.DataError, ParamsError, NonFiniteLoss, CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         print("interrupted; the last written params and checkpoint are intact", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(143 if isinstance(e, Terminated) else 130)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
     return result
 
 
