@@ -28,9 +28,9 @@ import run  # noqa: E402
 
 # Measured choices; see README "The quick preset" for what was tried.
 QUICK = dict(
-    people=320, n_train=100, n_dev=200, n_test=20, seed=2937,  # the world
+    people=520, n_train=300, n_dev=200, n_test=20, seed=2937,  # the world
     n_layer=2, n_head=4, n_embd=128, block_size=128,  # the model
-    pretrain_epochs=300, pretrain_batch=16, pretrain_lr=3e-3,
+    pretrain_epochs=350, pretrain_batch=16, pretrain_lr=3e-3,
     finetune_epochs=30, finetune_batch=32, finetune_lr=6e-4,  # without pretraining
     finetune_pre_epochs=10,  # with pretraining
     num_workers=0,  # two cores: a loader process would take one from the model
