@@ -79,14 +79,13 @@ class _SelfAttention(nn.Module):
         q, k, scale = self.queries_keys(x, pos)
         k = k.expand(B, self.n_head, T, k.shape[-1])
         v = self.heads(self.value(x))
-        if layer_past is None:
-            y = attend(q, k, v, scale, self.attn_drop.p if self.training else 0.0)
-        else:
+        keep = None
+        if layer_past is not None:
             k, v, keep = layer_past.extend(k, v)
-            if keep is None:
-                y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
-            else:
-                y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=scale)
+        if keep is None:  # a whole sequence (training, or a prompt filling the cache)
+            y = attend(q, k, v, scale, self.attn_drop.p if self.training else 0.0)
+        else:  # one new token per row, each at its own position
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=scale)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_drop(self.proj(y))
 
