@@ -41,13 +41,17 @@ EOF
   exit 2
 }
 
-# Use the active Python if it has what we need, else a project-local virtual environment.
+# The interpreter: $PYTHON if set and complete, else the project's .venv, else the active
+# python3 if complete, else a new .venv (built from $PYTHON or python3).
 setup() {
-  local py="${PYTHON:-python3}"
-  if [ -x "$ROOT/.venv/bin/python" ] && "$ROOT/.venv/bin/python" -c "import torch, numpy, tqdm, pytest" 2>/dev/null; then
+  local py="${PYTHON:-python3}" deps="import torch, numpy, tqdm, pytest"
+  if [ -n "${PYTHON:-}" ] && "$PYTHON" -c "$deps" 2>/dev/null; then
+    PY="$PYTHON"; return
+  fi
+  if [ -x "$ROOT/.venv/bin/python" ] && "$ROOT/.venv/bin/python" -c "$deps" 2>/dev/null; then
     PY="$ROOT/.venv/bin/python"; return
   fi
-  if "$py" -c "import torch, numpy, tqdm, pytest" 2>/dev/null; then
+  if "$py" -c "$deps" 2>/dev/null; then
     PY="$py"; return
   fi
   echo "setting up $ROOT/.venv (torch, numpy, tqdm, pytest)..." >&2
