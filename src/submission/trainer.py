@@ -69,8 +69,8 @@ def collate_trimmed(batch):
     """Stack a batch, then drop the trailing columns where every target is PAD.
 
     The loss ignores PAD targets and attention is causal, so those positions change nothing
-    computed for the others: a batch of questions (about 40 of 127 characters used) costs a
-    third. The untrimmed size is returned too; the learning-rate schedule counts it, as the
+    computed for the others: a batch of questions, which fills well under half of its 127
+    positions, shrinks accordingly. The untrimmed size is returned too; the learning-rate schedule counts it, as the
     course does.
     """
     x, y = default_collate(batch)
