@@ -793,6 +793,16 @@ def _():
         return f"loss {before:.3f} -> {after:.3f}"
 
 
+def check_finetuned(variant):
+    """<variant>.finetune.params loads, and differs from the pretrained params it started from."""
+    state, _ = load_params_file(f"{variant}.finetune.params", f"{variant}_finetune_with_pretrain", variant)
+    pre = os.path.join(SUB, f"{variant}.pretrain.params")
+    if os.path.exists(pre):
+        pre_state = torch.load(pre, map_location="cpu", weights_only=True)
+        check(any(not torch.equal(state[k], pre_state[k]) for k in state if k in pre_state),
+              f"{variant}.finetune.params equals {variant}.pretrain.params: finetuning changed nothing")
+
+
 @test("1f-0-hidden", 3, "vanilla.pretrain.params loads into the course vanilla model, trained")
 def _():
     load_params_file("vanilla.pretrain.params", "vanilla_pretrain", "vanilla")
@@ -800,12 +810,7 @@ def _():
 
 @test("1f-1-hidden", 3, "vanilla.finetune.params loads into the course vanilla model, differs from pretraining")
 def _():
-    state, _ = load_params_file("vanilla.finetune.params", "vanilla_finetune_with_pretrain", "vanilla")
-    pre = os.path.join(SUB, "vanilla.pretrain.params")
-    if os.path.exists(pre):
-        pre_state = torch.load(pre, map_location="cpu", weights_only=True)
-        check(any(not torch.equal(state[k], pre_state[k]) for k in state if k in pre_state),
-              "vanilla.finetune.params equals vanilla.pretrain.params: finetuning changed nothing")
+    check_finetuned("vanilla")
 
 
 @test("1f-2-hidden", 4, "vanilla.pretrain.dev.predictions: one per dev question, accuracy >= 10%")
@@ -884,12 +889,7 @@ def _():
 
 @test("1g-1-hidden", 2, "synthesizer.finetune.params loads into the course synthesizer model")
 def _():
-    state, _ = load_params_file("synthesizer.finetune.params", "synthesizer_finetune_with_pretrain", "synthesizer")
-    pre = os.path.join(SUB, "synthesizer.pretrain.params")
-    if os.path.exists(pre):
-        pre_state = torch.load(pre, map_location="cpu", weights_only=True)
-        check(any(not torch.equal(state[k], pre_state[k]) for k in state if k in pre_state),
-              "synthesizer.finetune.params equals synthesizer.pretrain.params: finetuning changed nothing")
+    check_finetuned("synthesizer")
 
 
 @test("1g-2-hidden", 2, "synthesizer.pretrain.dev.predictions: one per dev question, accuracy >= 5%")

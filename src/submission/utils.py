@@ -8,6 +8,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .attention import DecodeCache
+
 
 def set_seed(seed):
     random.seed(seed)
@@ -56,8 +58,6 @@ def greedy_decode(model, prompts, steps, stop_id=None, precision="fp32", batch_s
     there). Rows stop early once they have produced `stop_id`. Returns each row's new ids,
     up to and including `stop_id`.
     """
-    from .attention import DecodeCache
-
     model.eval()
     device = next(model.parameters()).device
     limit = model.max_positions()
