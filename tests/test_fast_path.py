@@ -7,6 +7,8 @@ import torch
 
 from submission import GPT, GPTConfig
 from submission.attention import dropout, dropout_keep_mask, reference_path
+from submission.dataset import CharCorruptionDataset
+from submission.trainer import forward_backward, length_groups
 from submission.utils import greedy_decode, resolve_precision, sample
 
 VARIANTS = ["vanilla", "synthesizer"]
@@ -99,3 +101,49 @@ def test_precision_choice():
     assert resolve_precision("auto", "cpu") in ("fp32", "bf16")
     with pytest.raises(ValueError):
         resolve_precision("fp16", "cpu")
+
+
+def corrupted_batch(n=24, block=48, seed=3):
+    """Span-corruption rows of random lengths, as pretraining draws them."""
+    rng = random.Random(seed)
+    text = "\n".join("".join(rng.choice("abcdefgh ") for _ in range(rng.randrange(6, 60))) for _ in range(n))
+    random.seed(seed)
+    data = CharCorruptionDataset(text, block)
+    return [data[i] for i in range(n)], data.vocab_size
+
+
+def test_length_groups_keep_every_target():
+    batch, _ = corrupted_batch()
+    chunks, untrimmed = length_groups(batch, groups=4)
+    assert len(chunks) == 4 and untrimmed == 24 * 47
+    x_all, y_all = torch.stack([x for x, _ in batch]), torch.stack([y for _, y in batch])
+    seen = []
+    for x, y in chunks:
+        assert x.shape == y.shape and x.size(1) < 47
+        for xr, yr in zip(x, y):
+            # each group row is the head of one batch row, and nothing after it has a target
+            match = [i for i in range(24) if torch.equal(x_all[i, :len(xr)], xr) and torch.equal(y_all[i, :len(yr)], yr)
+                     and not y_all[i, len(yr):].any()]
+            assert match
+            seen.append(match[0])
+    assert sorted(seen) == list(range(24))
+    widths = [x.size(1) for x, _ in chunks]
+    assert widths == sorted(widths) and sum(x.numel() for x, _ in chunks) < 0.8 * 24 * 47
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("groups", [1, 3, 4])
+def test_length_groups_give_the_whole_batch_loss_and_gradient(variant, groups):
+    batch, vocab = corrupted_batch()
+    model = tiny(variant, vocab=vocab, embd_pdrop=0.0, resid_pdrop=0.0, attn_pdrop=0.0).train()
+    x, y = torch.stack([x for x, _ in batch]), torch.stack([y for _, y in batch])
+    with reference_path():
+        _, loss = model(x, y)
+    loss.backward()
+    whole = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    chunks, _ = length_groups(batch, groups=groups)
+    got = forward_backward(model, chunks, "fp32", torch.device("cpu"))
+    assert abs(got.item() - loss.item()) < 1e-5
+    for a, b in zip(whole, (p.grad for p in model.parameters())):
+        assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)

@@ -13,6 +13,7 @@ on tokens only, never on max_epochs) and the torch/Python RNG states. With num_w
 each worker's RNG stream restarts on resume, so the random corruption spans differ.
 """
 
+import functools
 import json
 import math
 import os
@@ -26,6 +27,10 @@ from torch.utils.data import DataLoader, default_collate
 from tqdm import tqdm
 
 from .utils import atomic_save, autocast_context, resolve_precision
+
+
+# On a CPU every skipped position is time saved; a GPU is better served by one big batch.
+CPU_LENGTH_GROUPS = 4
 
 
 class TrainerConfig:
@@ -45,6 +50,7 @@ class TrainerConfig:
     compile = False
     backend = "inductor"
     log_every = 20  # steps between loss read-backs
+    length_groups = None  # rows of a batch are cut into this many trimmed groups; None: by device
     ckpt_every_epochs = 1
     resume = False
     log_path = None  # JSON-lines run record
@@ -65,18 +71,50 @@ class CheckpointError(RuntimeError):
     """A checkpoint that --resume cannot continue from, phrased for one line of output."""
 
 
-def collate_trimmed(batch):
-    """Stack a batch, then drop the trailing columns where every target is PAD.
+def length_groups(batch, groups=1):
+    """Stack a batch, sort its rows by length and cut it into `groups` slices, each trimmed
+    to the last column where one of its rows still has a non-PAD target.
 
-    The loss ignores PAD targets and attention is causal, so those positions change nothing
-    computed for the others: a batch of questions, which fills well under half of its 127
-    positions, shrinks accordingly. The untrimmed size is returned too; the learning-rate schedule counts it, as the
-    course does.
+    The loss ignores PAD targets and attention is causal, so the positions cut off change
+    nothing computed for the others: a pretraining row fills on average under half of its
+    127 positions (the document is truncated to a random length), a question row well under
+    half. Returns ([(x, y), ...], untrimmed size); the learning-rate schedule counts the
+    untrimmed size, as the course does.
     """
     x, y = default_collate(batch)
-    used = (y != 0).any(0).nonzero()
-    end = int(used[-1]) + 1 if len(used) else 1
-    return x[:, :end].contiguous(), y[:, :end].contiguous(), y.numel()
+    valid = y != 0
+    # one past each row's last real target (0 for a row of PAD only)
+    ends = torch.where(valid, torch.arange(1, y.size(1) + 1), 0).amax(1)
+    if groups > 1:
+        order = torch.argsort(ends, stable=True)
+        x, y, ends = x[order], y[order], ends[order]
+    chunks = []
+    for rows in torch.arange(len(x)).tensor_split(min(groups, len(x))):
+        end = max(1, int(ends[rows].max()))
+        chunks.append((x[rows, :end].contiguous(), y[rows, :end].contiguous()))
+    return chunks, y.numel()
+
+
+def forward_backward(model, chunks, precision, device):
+    """Accumulate the gradient of the batch's mean loss over its length groups.
+
+    Each group's mean is weighted by its share of the batch's real targets, so the sum is
+    the loss (and the gradient) the whole batch gives in one piece. Returns that loss,
+    still on the device.
+    """
+    counts = [int((y != 0).sum()) for _, y in chunks]  # chunks come from the loader, on the CPU
+    total = sum(counts)
+    loss_sum = torch.zeros((), device=device)
+    for (x, y), n in zip(chunks, counts):
+        if n == 0 and total:
+            continue
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        with autocast_context(precision, device):
+            _, loss = model(x, y)
+        share = n / total if total else 1.0
+        (loss * share).backward()
+        loss_sum += loss.detach().float() * share
+    return loss_sum
 
 
 def decay_groups(model, weight_decay):
@@ -185,10 +223,11 @@ class Trainer:
         optimizer = torch.optim.AdamW(decay_groups(model, config.weight_decay), lr=config.learning_rate,
                                       betas=config.betas, fused=cuda)
         step_model = torch.compile(model, backend=config.backend) if config.compile else model
+        groups = config.length_groups or (1 if cuda else CPU_LENGTH_GROUPS)
         workers = config.num_workers if cuda else min(config.num_workers, max(0, (os.cpu_count() or 1) - 1))
         loader = DataLoader(self.train_dataset, shuffle=True, batch_size=config.batch_size,
                             num_workers=workers, pin_memory=cuda, persistent_workers=workers > 0,
-                            drop_last=False, collate_fn=collate_trimmed)
+                            drop_last=False, collate_fn=functools.partial(length_groups, groups=groups))
         first_epoch, tokens = 0, 0
         self.checkpointed_epoch = None  # the last epoch whose checkpoint this run wrote or read
         if config.resume and config.ckpt_path and os.path.exists(config.ckpt_path):
@@ -214,12 +253,9 @@ class Trainer:
             bar = tqdm(loader, total=steps_per_epoch, desc=f"epoch {epoch + 1}/{config.max_epochs}",
                        position=1, leave=False, disable=not config.progress, dynamic_ncols=True)
             pending = []
-            for x, y, untrimmed in bar:
-                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-                with autocast_context(self.precision, device):
-                    _, loss = step_model(x, y)
+            for chunks, untrimmed in bar:
                 optimizer.zero_grad(set_to_none=True)
-                loss.backward()
+                loss = forward_backward(step_model, chunks, self.precision, device)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_norm_clip)
                 tokens += untrimmed  # the course counts every target position, PAD included
                 lr = config.learning_rate * lr_multiplier(tokens, config)
