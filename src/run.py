@@ -76,6 +76,8 @@ def build_parser():
     for name in ("n_layer", "n_head", "n_embd", "block_size", "max_epochs", "batch_size", "num_workers"):
         size.add_argument(f"--{name}", type=int, default=None)
     size.add_argument("--learning_rate", type=float, default=None)
+    size.add_argument("--dropout", type=float, default=None,
+                      help="embedding, attention and residual dropout rate (course: 0.1)")
     size.add_argument("--eval_batch_size", type=int, default=256)
     return argp
 
@@ -104,6 +106,8 @@ def parse_args(argv=None):
     n_embd, n_head = args.n_embd or COURSE_MODEL["n_embd"], args.n_head or COURSE_MODEL["n_head"]
     if n_embd % n_head:
         argp.error(f"--n_embd ({n_embd}) must be a multiple of --n_head ({n_head})")
+    if args.dropout is not None and not 0 <= args.dropout < 1:
+        argp.error(f"--dropout must be in [0, 1), not {args.dropout}")
     if args.learning_rate is not None and not args.learning_rate > 0:
         argp.error(f"--learning_rate must be positive, not {args.learning_rate}")
     return args
@@ -162,6 +166,8 @@ def git_revision():
 
 def build_model(args, pretrain_dataset):
     sizes = {k: getattr(args, k) or v for k, v in COURSE_MODEL.items()}
+    if args.dropout is not None:
+        sizes.update(embd_pdrop=args.dropout, attn_pdrop=args.dropout, resid_pdrop=args.dropout)
     mconf = GPTConfig(pretrain_dataset.vocab_size, pretrain_dataset.block_size, **sizes)
     return INITIALIZE[args.variant](mconf)
 
@@ -182,7 +188,8 @@ def configure(tconf, args, params_path, data_paths):
                       "data": {p: sha256(p) for p in data_paths if p},
                       "config": {k: getattr(tconf, k) for k in ("max_epochs", "batch_size", "learning_rate",
                                                                 "lr_decay", "warmup_tokens", "final_tokens",
-                                                                "weight_decay", "num_workers", "compile")}}
+                                                                "weight_decay", "num_workers", "compile")}
+                                 | {"dropout": GPTConfig.resid_pdrop if args.dropout is None else args.dropout}}
     if args.tb_expt_name:
         try:
             from torch.utils.tensorboard import SummaryWriter

@@ -197,6 +197,7 @@ USAGE_ERRORS = {
                             ["--n_embd (16) must be a multiple of --n_head (3)"]),
     "negative_learning_rate": (pretrain("wiki.txt", "out/p.params", "--learning_rate", "-1"),
                                ["--learning_rate must be positive"]),
+    "dropout_of_one": (pretrain("wiki.txt", "out/p.params", "--dropout", "1"), ["--dropout must be in [0, 1), not 1.0"]),
 }
 # Inputs that are fine, or fixable with a warning: exit 0.
 OK = {

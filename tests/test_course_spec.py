@@ -637,3 +637,14 @@ def test_evaluate_places(tmp_path, capsys):
     capsys.readouterr()
     assert evaluate_places(str(questions), ["x", "y"]) == (0, 0)
     assert "No gold birth places provided" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flag, rate", [([], 0.1), (["--dropout", "0"], 0.0), (["--dropout", "0.25"], 0.25)])
+def test_dropout_flag_sets_every_dropout(flag, rate):
+    import run
+    args = run.parse_args(["--function", "pretrain", "--variant", "synthesizer", "--pretrain_corpus_path", "w",
+                           "--writing_params_path", "p", "--n_layer", "1", "--n_embd", "16", "--n_head", "2"] + flag)
+    data = CharCorruptionDataset("Some text here.\nAnd more of it.", 16)
+    model = run.build_model(args, data)
+    rates = [m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)]
+    assert len(rates) == 4 and set(rates) == {rate}  # embeddings; per block: attention weights, attention output, MLP output
