@@ -30,9 +30,10 @@ import run  # noqa: E402
 QUICK = dict(
     people=520, n_train=300, n_dev=200, n_test=20, seed=2937,  # the world
     n_layer=2, n_head=4, n_embd=128, block_size=128,  # the model
-    pretrain_epochs=350, pretrain_batch=16, pretrain_lr=3e-3,
+    pretrain_epochs=350, pretrain_batch=16, pretrain_lr=3e-3, pretrain_dropout=0.0,
     finetune_epochs=30, finetune_batch=32, finetune_lr=6e-4,  # without pretraining
     finetune_pre_epochs=10,  # with pretraining
+    finetune_dropout=0.1,
     num_workers=0,  # two cores: a loader process would take one from the model
 )
 
@@ -122,20 +123,22 @@ def main():
         stage("vanilla_finetune_without_pretrain",
               ["--function", "finetune", "--variant", "vanilla", "--finetune_corpus_path", train,
                "--writing_params_path", nopre, "--max_epochs", str(p["finetune_epochs"]),
-               "--batch_size", str(p["finetune_batch"]), "--learning_rate", str(p["finetune_lr"])] + common,
-              results, timings)
+               "--batch_size", str(p["finetune_batch"]), "--learning_rate", str(p["finetune_lr"]),
+               "--dropout", str(p["finetune_dropout"])] + common, results, timings)
         evaluate("vanilla", nopre, "nopretrain")
     for variant in args.variants:
         pre, fin = os.path.join(out, f"{variant}.pretrain.params"), os.path.join(out, f"{variant}.finetune.params")
         stage(f"{variant}_pretrain",
               ["--function", "pretrain", "--variant", variant, "--writing_params_path", pre,
                "--max_epochs", str(p["pretrain_epochs"]), "--batch_size", str(p["pretrain_batch"]),
-               "--learning_rate", str(p["pretrain_lr"])] + common, results, timings)
+               "--learning_rate", str(p["pretrain_lr"]), "--dropout", str(p["pretrain_dropout"])] + common,
+              results, timings)
         stage(f"{variant}_finetune_with_pretrain",
               ["--function", "finetune", "--variant", variant, "--finetune_corpus_path", train,
                "--reading_params_path", pre, "--writing_params_path", fin,
                "--max_epochs", str(p["finetune_pre_epochs"]), "--batch_size", str(p["finetune_batch"]),
-               "--learning_rate", str(p["finetune_lr"])] + common, results, timings)
+               "--learning_rate", str(p["finetune_lr"]), "--dropout", str(p["finetune_dropout"])] + common,
+              results, timings)
         evaluate(variant, fin, "pretrain")
         results[f"{variant}_recall"] = recall(pre, variant, p, data)
 

@@ -30,7 +30,7 @@ from .utils import atomic_save, autocast_context, resolve_precision
 
 
 # On a CPU every skipped position is time saved; a GPU is better served by one big batch.
-CPU_LENGTH_GROUPS = 4
+CPU_LENGTH_GROUPS = 8
 
 
 class TrainerConfig:
