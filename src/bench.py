@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from submission import dataset as ds  # noqa: E402
 from submission.attention import reference_path  # noqa: E402
 from submission.model import GPT, GPTConfig  # noqa: E402
-from submission.trainer import CPU_LENGTH_GROUPS, decay_groups, forward_backward, length_groups  # noqa: E402
+from submission.trainer import cpu_length_groups, decay_groups, forward_backward, length_groups  # noqa: E402
 from submission.utils import autocast_context, greedy_decode, resolve_precision, sample  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -79,7 +79,7 @@ def bench_training(variant, wiki, batch_size, repeats, precision):
     fast.train(), plain.train()
     rows = [data[i % len(data)] for i in random.sample(range(len(data)), batch_size)]
     full = torch.stack([x for x, _ in rows]), torch.stack([y for _, y in rows])
-    chunks, _ = length_groups(rows, CPU_LENGTH_GROUPS)
+    chunks, _ = length_groups(rows, cpu_length_groups(batch_size))
     x = torch.randint(2, data.vocab_size, (batch_size, 127))
     steps = {"fast": train_step_fn(fast, chunks, precision),
              "fast_full_rows": train_step_fn(fast, [(x, torch.roll(x, -1, 1))], precision),

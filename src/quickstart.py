@@ -81,6 +81,9 @@ def stage(name, argv, results, timings):
 def main():
     argp = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     argp.add_argument("--out", default=os.path.join(ROOT, "out", "quickstart"))
+    argp.add_argument("--data", default=None, metavar="DIR",
+                      help="run on the wiki.txt, birth_places_train.tsv and birth_dev.tsv (and birth_test.tsv, "
+                           "if present) in DIR instead of generating a world")
     argp.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override a preset value")
     argp.add_argument("--variants", nargs="+", default=["vanilla", "synthesizer"])
     argp.add_argument("--precision", default="auto")
@@ -95,13 +98,15 @@ def main():
             argp.error(f"unknown preset key {key!r}; known: {', '.join(p)}")
         p[key] = type(p[key])(value)
 
-    data, out = os.path.join(args.out, "data"), args.out
-    os.makedirs(data, exist_ok=True)
+    data, out = args.data or os.path.join(args.out, "data"), args.out
+    os.makedirs(out, exist_ok=True)
     t_start = time.time()
-    generate.generate(data, n_people=p["people"], seed=p["seed"], n_train=p["n_train"], n_dev=p["n_dev"],
-                      n_test=p["n_test"])
+    if args.data is None:
+        generate.generate(data, n_people=p["people"], seed=p["seed"], n_train=p["n_train"], n_dev=p["n_dev"],
+                          n_test=p["n_test"])
     wiki, train, dev, test = (os.path.join(data, f) for f in
                               ("wiki.txt", "birth_places_train.tsv", "birth_dev.tsv", "birth_test.tsv"))
+    splits = [("dev", dev)] + [("test", test)] * os.path.exists(test)
     common = ["--pretrain_corpus_path", wiki, "--n_layer", str(p["n_layer"]), "--n_head", str(p["n_head"]),
               "--n_embd", str(p["n_embd"]), "--block_size", str(p["block_size"]),
               "--num_workers", str(p["num_workers"]), "--precision", args.precision]
@@ -109,13 +114,13 @@ def main():
     results, timings = {}, {}
 
     def evaluate(variant, params, tag):
-        for split, path in (("dev", dev), ("test", test)):
+        for split, path in splits:
             stage(f"{variant}_{tag}_eval_{split}",
                   ["--function", "evaluate", "--variant", variant, "--reading_params_path", params,
                    "--eval_corpus_path", path, "--outputs_path", os.path.join(out, f"{variant}.{tag}.{split}.predictions")]
                   + common, results, timings)
 
-    for split, path in (("dev", dev), ("test", test)):
+    for split, path in splits:
         stage(f"baseline_{split}", ["--function", "baseline", "--finetune_corpus_path", train,
                                     "--eval_corpus_path", path], results, timings)
     if "vanilla" in args.variants:
@@ -162,15 +167,16 @@ def main():
                       "pretrained_recall_dev": results.get(key.replace("_pretrain", "_recall"))
                       if key.endswith("_pretrain") else None})
     total = round(time.time() - t_start, 1)
-    summary = {"preset": p, "precision": args.precision, "threads": torch.get_num_threads(),
+    summary = {"preset": p, "data": args.data, "precision": args.precision, "threads": torch.get_num_threads(),
                "table": table, "stage_seconds": timings, "total_seconds": total,
                "dev_questions": results["baseline_dev"]["total"]}
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(summary, f, indent=1)
 
     fmt = lambda a: "-" if a is None else f"{a:.1%}"
-    print(f"\nQuick preset: {p['people']} people, {p['n_train']}/{p['n_dev']}/{p['n_test']} train/dev/test "
-          f"questions; {p['n_layer']} layers x {p['n_embd']} wide; total {total} s")
+    world = (f"data from {data}" if args.data else
+             f"{p['people']} people, {p['n_train']}/{p['n_dev']}/{p['n_test']} train/dev/test questions")
+    print(f"\nQuick preset: {world}; {p['n_layer']} layers x {p['n_embd']} wide; total {total} s")
     print("| model | dev accuracy | test accuracy | pretrained model completes the dev biography | wall time (s) |")
     print("|---|---|---|---|---|")
     for r in table:

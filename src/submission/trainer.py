@@ -71,6 +71,10 @@ class CheckpointError(RuntimeError):
     """A checkpoint that --resume cannot continue from, phrased for one line of output."""
 
 
+def cpu_length_groups(batch_size):
+    return min(CPU_LENGTH_GROUPS, max(1, batch_size // CPU_ROWS_PER_GROUP))
+
+
 def length_groups(batch, groups=1):
     """Stack a batch, sort its rows by length and cut it into `groups` slices, each trimmed
     to the last column where one of its rows still has a non-PAD target.
@@ -223,7 +227,7 @@ class Trainer:
         optimizer = torch.optim.AdamW(decay_groups(model, config.weight_decay), lr=config.learning_rate,
                                       betas=config.betas, fused=cuda)
         step_model = torch.compile(model, backend=config.backend) if config.compile else model
-        groups = config.length_groups or (1 if cuda else CPU_LENGTH_GROUPS)
+        groups = config.length_groups or (1 if cuda else cpu_length_groups(config.batch_size))
         workers = config.num_workers if cuda else min(config.num_workers, max(0, (os.cpu_count() or 1) - 1))
         loader = DataLoader(self.train_dataset, shuffle=True, batch_size=config.batch_size,
                             num_workers=workers, pin_memory=cuda, persistent_workers=workers > 0,
