@@ -29,8 +29,10 @@ from tqdm import tqdm
 from .utils import atomic_save, autocast_context, resolve_precision
 
 
-# On a CPU every skipped position is time saved; a GPU is better served by one big batch.
+# On a CPU every skipped position is time saved, down to about 8 rows per group (measured:
+# batch 16 -> 2 groups, 32 -> 4, 128 -> 8 were fastest); a GPU is better served by one big batch.
 CPU_LENGTH_GROUPS = 8
+CPU_ROWS_PER_GROUP = 8
 
 
 class TrainerConfig:
