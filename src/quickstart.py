@@ -65,6 +65,8 @@ def recall(params, variant, p, data):
         if at > 0 and at + len(place) <= int(p["block_size"] * 7 / 8):
             prompts.append(vocab.encode(doc[:at]))
             answers.append(place)
+    if not prompts:  # no dev birth place within what pretraining sees
+        return 0.0
     completions = greedy_decode(model, prompts, max(len(a) for a in answers))
     hits = sum(vocab.decode(c)[:len(a)] == a for c, a in zip(completions, answers))
     return hits / len(rows)

@@ -71,7 +71,8 @@ def build_parser():
     argp.add_argument("--tb_expt_name", default=None, help="TensorBoard run name (if tensorboard is installed)")
     argp.add_argument("--quiet", action="store_true", help="no progress bars")
     argp.add_argument("--reference_path", action="store_true",
-                      help="compute attention and dropout the plain way (to compare with the fast path)")
+                      help="compute attention and dropout the plain way, each batch in one piece "
+                           "(to compare with the fast path)")
     size = argp.add_argument_group("model size and schedule (default: the course's)")
     for name in ("n_layer", "n_head", "n_embd", "block_size", "max_epochs", "batch_size", "num_workers"):
         size.add_argument(f"--{name}", type=int, default=None)
@@ -292,6 +293,8 @@ def run(args):
     output_dir_for(args.writing_params_path, "params file")  # every input checked: only now create it
     remove_stale_tmp(args.writing_params_path + ".ckpt")
     configure(tconf, args, args.writing_params_path, data)
+    if args.reference_path:
+        tconf.length_groups = 1
     t0 = time.time()
     with reference_path() if args.reference_path else contextlib.nullcontext():
         train(model, args.writing_params_path, trainer)

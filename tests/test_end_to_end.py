@@ -234,3 +234,47 @@ def test_run_sh_london_baseline(data):
     dev = [line.split("\t")[1] for line in (data / "birth_dev.tsv").read_text().splitlines()]
     if places.count(top) > max(places.count(p) for p in set(places) - {top}):  # a unique mode
         assert int(m.group(1)) == dev.count(top)
+
+
+# --- quickstart ------------------------------------------------------------------------------------
+
+QUICK_TINY = ["n_layer=1", "n_head=2", "n_embd=16", "block_size=64", "pretrain_epochs=1", "pretrain_batch=8",
+              "finetune_epochs=1", "finetune_pre_epochs=1"]
+
+
+def read_quickstart(out):
+    import json
+    return json.loads((out / "results.json").read_text())
+
+
+def test_quickstart_runs_every_stage_and_writes_the_table(tmp_path):
+    out = tmp_path / "qs"
+    r = run([sys.executable, str(ROOT / "src" / "quickstart.py"), "--quiet", "--out", str(out),
+             "--set", "people=60", "n_train=20", "n_dev=16", "n_test=8", *QUICK_TINY])
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = read_quickstart(out)
+    models = [row["model"] for row in res["table"]]
+    assert models == ["most common place (baseline)", "vanilla, no pretraining", "vanilla, pretrained",
+                      "synthesizer, pretrained"]
+    for row in res["table"]:
+        assert 0 <= row["dev_accuracy"] <= 1 and 0 <= row["test_accuracy"] <= 1
+    assert res["dev_questions"] == 16 and res["preset"]["people"] == 60
+    assert all(res["table"][i]["pretrained_recall_dev"] is not None for i in (2, 3))
+    assert res["stage_seconds"]["vanilla_pretrain"] >= 0 and res["total_seconds"] > 0
+    assert "| vanilla, pretrained |" in r.stdout  # the printed table
+
+
+def test_quickstart_on_given_files_without_test_answers(data, tmp_path):
+    out = tmp_path / "qs"
+    r = run([sys.executable, str(ROOT / "src" / "quickstart.py"), "--quiet", "--out", str(out), "--data", str(data),
+             "--variants", "vanilla", "--set", *QUICK_TINY])
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = read_quickstart(out)
+    assert res["data"] == str(data) and res["dev_questions"] == 8
+    assert all(row["test_accuracy"] is None for row in res["table"])
+    assert not (out / "data").exists()  # nothing generated
+
+
+def test_quickstart_rejects_an_unknown_preset_key(tmp_path):
+    r = run([sys.executable, str(ROOT / "src" / "quickstart.py"), "--out", str(tmp_path), "--set", "epochs=3"])
+    assert r.returncode == 2 and "unknown preset key 'epochs'" in r.stderr
