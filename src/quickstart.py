@@ -8,6 +8,7 @@ Ends with a table and out/quickstart/results.json.
 
     ./run.sh quickstart                 # the preset, on a CPU
     ./run.sh quickstart --set pretrain_epochs=300 --out out/try1   # a variation
+    ./run.sh quickstart --data DIR --out out/mine   # the preset on your own files
 """
 
 import argparse
