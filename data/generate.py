@@ -46,6 +46,7 @@ DEFAULT_SEED = 2937
 COURSE_SPLITS = (2000, 500, 437)  # train / dev / test rows of the course data
 COURSE_PEOPLE = sum(COURSE_SPLITS)
 SEEN_CHARS = 112  # int(128 * 7 / 8): the longest prefix of a document pretraining ever sees
+AFTER_NAME = 10  # in "Name. Born in X" the place starts 10 characters after the name
 
 FILES = ("wiki.txt", "birth_places_train.tsv", "birth_dev.tsv",
          "birth_test_inputs.tsv", "birth_test.tsv")
@@ -54,6 +55,11 @@ FILES = ("wiki.txt", "birth_places_train.tsv", "birth_dev.tsv",
 # (unanswerable) and whose biography names it only after the first SEEN_CHARS characters.
 ABSENT_RATE = 0.045
 LATE_RATE = 0.035
+
+# Share of biographies naming the birth place early that open "Name. Born in X, ...": the
+# course's documents do so often (the `dev: birth place right after the name` statistic), and
+# a place right after the name is the easiest fact to reach from a question about that name.
+OPENER_RATE = 0.15
 
 # Document lengths are drawn from a log-normal law (median ~132 characters).
 LEN_MU, LEN_SIGMA, LEN_MIN, LEN_MAX = 4.85, 0.39, 38, 520
@@ -595,7 +601,6 @@ BIRTH_CORES = [
     _t("{N} (born {BD}, {P}) {is} {occ_a}", keys={"bdate"}),
     _t("{N} ({BD} {P} -- {DD} {D}) was {occ_a}", "dead", {"bdate", "death"}),
     _t("{N} was born in {P} on {BD}", keys={"bdate"}),
-    _t("Born in {P}, {S} {VP}"),
     _t("{N} is {occ_a} who was born in {P} and now lives in {Q}", "alive", {"lives"}),
     _t("{S} was born on {BD} in {P}", keys={"bdate"}),
     _t("{N}, who lives in {Q}, was born in {P} in {BY}", "alive", {"lives", "bdate"}),
@@ -629,6 +634,9 @@ BIRTH_CORES = [
     _t("{N} has lived in {Q} since {Y1}, but was born in {P}", "alive", {"lives"}),
     _t("{N} {is} {occ_a}; {he} was born in {P} in {BY}", keys={"bdate"}),
 ]
+
+OPENER = _t("Born in {P}, {S} {VP}")
+BIRTH_CORES.append(OPENER)
 
 # Cores that do not name the birth place.
 PLAIN_CORES = [
@@ -912,8 +920,10 @@ def _biography(rng, person, category, target):
     name, birth = person["name"], person["birth"]
     prefix_len = len(name) + 2
     is_country = PLACES[birth][1] == "country"
+    cores = PLAIN_CORES
+    if category == "early":
+        cores = [OPENER] if rng.random() < OPENER_RATE else BIRTH_CORES
     for _attempt in range(300):
-        cores = BIRTH_CORES if category == "early" else PLAIN_CORES
         cands = []
         for t in _compatible(cores, person, need_city=is_country):
             text, keys = _fill(rng, t, person, frozenset())
@@ -1173,6 +1183,8 @@ def compute_stats(folder):
             s[f"{k}_place_in_bio"] = sum(a in d for (q, a), d in zip(rows, found)) / len(rows)
             s[f"{k}_place_in_seen"] = (sum(a in d[:SEEN_CHARS] for (q, a), d in zip(rows, found))
                                        / len(rows))
+            s[f"{k}_place_after_name"] = sum(
+                0 <= d.find(a) - len(_name_of(q)) <= AFTER_NAME for (q, a), d in zip(rows, found)) / len(rows)
             places = collections.Counter(a for _, a in rows)
             top, top_n = places.most_common(1)[0]
             s[f"{k}_distinct_places"] = len(places)
@@ -1227,6 +1239,8 @@ STAT_ROWS = [
     ("dev: birth place named in the biography", lambda s: _pct(s["dev_place_in_bio"])),
     (f"dev: birth place in its first {SEEN_CHARS} characters",
      lambda s: _pct(s["dev_place_in_seen"])),
+    (f"dev: birth place right after the name (within {AFTER_NAME} characters)",
+     lambda s: _pct(s["dev_place_after_name"])),
     ("train: birth place named / in first 112 characters",
      lambda s: f"{_pct(s['train_place_in_bio'])} / {_pct(s['train_place_in_seen'])}"),
     ("test: birth place named / in first 112 characters",
