@@ -1,15 +1,19 @@
 """Speed of training and evaluation: our fast path against the plain fp32 eager path.
 
-Both paths run the same model (the course's 4 x 8 x 256, block 128) in the same process,
-interleaved, after warm-up; each figure is the median of several repeats, and the ratio
-between the paths is what to read (absolute CPU times vary from run to run).
+Both paths run the same model (the course's 4 x 8 x 256, block 128) in one run of this
+command, after warm-up (training: each path in its own process, alternating; evaluation:
+in this process); each figure is the median of several repeats, and the ratio between the
+paths is what to read (absolute CPU times vary from run to run).
 
     ./run.sh bench                # both variants, training and evaluation
     ./run.sh bench --quick        # fewer repeats
 """
 
 import argparse
+import concurrent.futures
+import contextlib
 import json
+import multiprocessing
 import os
 import random
 import statistics
@@ -23,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from submission import dataset as ds  # noqa: E402
 from submission.attention import reference_path  # noqa: E402
 from submission.model import GPT, GPTConfig  # noqa: E402
-from submission.trainer import cpu_length_groups, decay_groups, forward_backward, length_groups  # noqa: E402
+from submission.trainer import cpu_length_groups, decay_groups, forward_backward, packed_batch, whole_batch  # noqa: E402
 from submission.utils import autocast_context, greedy_decode, resolve_precision, sample  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -45,13 +49,13 @@ def flops_per_token(model, T):
     return 6 * weights + 3 * attention
 
 
-def train_step_fn(model, chunks, precision):
-    """One optimizer step of the trainer's own: forward/backward over the chunks, clip, AdamW."""
+def train_step_fn(model, batch, precision):
+    """One optimizer step of the trainer's own: forward/backward of the batch, clip, AdamW."""
     opt = torch.optim.AdamW(decay_groups(model, 0.1), lr=1e-4)
 
     def step():
         opt.zero_grad(set_to_none=True)
-        forward_backward(model, chunks, precision, torch.device("cpu"))
+        forward_backward(model, batch, precision, torch.device("cpu"))
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
     return step
@@ -63,43 +67,53 @@ def timed(fn):
     return time.perf_counter() - t
 
 
-def bench_training(variant, wiki, batch_size, repeats, precision):
-    """Steps on one pretraining batch (span-corruption rows of the shipped wiki.txt).
-
-    The fast path takes the batch as the trainer does (length groups, trimmed); the plain
-    path takes the whole 128 x 127 block. Also timed: the fast path on a batch of rows with
-    no padding at all, which isolates the kernels' share of the speed-up.
-    """
+def training_setup(variant, wiki, batch_size):
+    """The model and the batches every path is timed on (the same in every process)."""
     torch.manual_seed(0)
     random.seed(0)
     data = ds.CharCorruptionDataset(wiki, 128)
-    config = GPTConfig(data.vocab_size, 128, n_layer=4, n_head=8, n_embd=256, attention=variant)
-    fast, plain = GPT(config), GPT(config)
-    plain.load_state_dict(fast.state_dict())
-    fast.train(), plain.train()
+    model = GPT(GPTConfig(data.vocab_size, 128, n_layer=4, n_head=8, n_embd=256, attention=variant)).train()
     rows = [data[i % len(data)] for i in random.sample(range(len(data)), batch_size)]
-    full = torch.stack([x for x, _ in rows]), torch.stack([y for _, y in rows])
-    chunks, _ = length_groups(rows, cpu_length_groups(batch_size))
     x = torch.randint(2, data.vocab_size, (batch_size, 127))
-    steps = {"fast": train_step_fn(fast, chunks, precision),
-             "fast_full_rows": train_step_fn(fast, [(x, torch.roll(x, -1, 1))], precision),
-             "plain": train_step_fn(plain, [full], "fp32")}
+    return model, rows, list(zip(x, torch.roll(x, -1, 1)))
 
-    def run(name):
-        if name != "plain":
-            return timed(steps[name])
-        with reference_path():
-            return timed(steps[name])
-    times = {name: [] for name in steps}
-    for _ in range(2):
-        for name in steps:
-            run(name)
-    for _ in range(repeats):
-        for name in steps:
-            times[name].append(run(name))
+
+def time_training_path(path, variant, wiki, batch_size, repeats, precision):
+    """Seconds per optimizer step of one path, after two warm-up steps (run in its own process)."""
+    model, rows, full_rows = training_setup(variant, wiki, batch_size)
+    groups = cpu_length_groups(batch_size)
+    if path == "plain":
+        step, context = train_step_fn(model, whole_batch(rows)[0], "fp32"), reference_path
+    else:
+        batch = packed_batch(rows if path == "fast" else full_rows, groups)[0]
+        step, context = train_step_fn(model, batch, precision), contextlib.nullcontext
+    with context():
+        for _ in range(2):
+            step()
+        return [timed(step) for _ in range(repeats)]
+
+
+def bench_training(variant, wiki, batch_size, repeats, precision, rounds):
+    """Steps on one pretraining batch (span-corruption rows of the shipped wiki.txt).
+
+    The fast path takes the batch as the trainer does (packed, attention in length groups);
+    the plain path takes the whole 128 x 127 block. Also timed: the fast path on a batch of
+    rows with no padding at all, which isolates the kernels' share of the speed-up.
+    Each path runs in a fresh process, as it would in training: in one process, one path's
+    memory use changes how fast the allocator serves the other (the plain path measured
+    about 10% slower right after the fast one). Processes alternate between the paths for
+    `rounds` rounds; each figure is the median of all its steps.
+    """
+    paths = ("plain", "fast", "fast_full_rows")
+    times = {p: [] for p in paths}
+    for _ in range(rounds):
+        for p in paths:
+            with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+                times[p] += pool.submit(time_training_path, p, variant, wiki, batch_size, repeats, precision).result()
+    model, rows, _ = training_setup(variant, wiki, batch_size)
     tokens = batch_size * 127  # course positions per step, padding included, for every path
     out = {f"{name}_tok_s": tokens / statistics.median(t) for name, t in times.items()}
-    out["flops_per_token"] = flops_per_token(fast, 127)
+    out["flops_per_token"] = flops_per_token(model, 127)
     out["padding"] = 1 - sum(int((y != 0).sum()) for _, y in rows) / tokens
     return out
 
@@ -135,7 +149,7 @@ def main():
     with open(os.path.join(ROOT, "data", "birth_dev.tsv"), encoding="utf-8") as f:
         questions = [q for _, q, _ in ds.split_rows(f.read(), "birth_dev.tsv")]
     precision = resolve_precision(args.precision, "cpu")
-    repeats, loop_n = (3, 20) if args.quick else (5, 50)
+    repeats, rounds, loop_n = (3, 1, 20) if args.quick else (4, 2, 50)
 
     peak32 = matmul_peak(torch.float32)
     peak = matmul_peak(torch.bfloat16) if precision == "bf16" else peak32
@@ -144,7 +158,7 @@ def main():
           (f", bf16 {peak / 1e9:.0f} GFLOP/s" if precision == "bf16" else ""))
     rows = []
     for variant in args.variants:
-        tr = bench_training(variant, wiki, args.batch_size, repeats, precision)
+        tr = bench_training(variant, wiki, args.batch_size, repeats, precision, rounds)
         ev = bench_eval(variant, vocab, questions, loop_n, precision)
         rows.append({"variant": variant, **tr, **ev,
                      "train_speedup": tr["fast_tok_s"] / tr["plain_tok_s"],

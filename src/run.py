@@ -294,7 +294,7 @@ def run(args):
     remove_stale_tmp(args.writing_params_path + ".ckpt")
     configure(tconf, args, args.writing_params_path, data)
     if args.reference_path:
-        tconf.length_groups = 1
+        tconf.pack = False
     t0 = time.time()
     with reference_path() if args.reference_path else contextlib.nullcontext():
         train(model, args.writing_params_path, trainer)

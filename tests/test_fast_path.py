@@ -8,7 +8,7 @@ import torch
 from submission import GPT, GPTConfig
 from submission.attention import dropout, dropout_keep_mask, reference_path
 from submission.dataset import CharCorruptionDataset
-from submission.trainer import forward_backward, length_groups
+from submission.trainer import forward_backward, length_groups, packed_batch
 from submission.utils import greedy_decode, resolve_precision, sample
 
 VARIANTS = ["vanilla", "synthesizer"]
@@ -133,7 +133,7 @@ def test_length_groups_keep_every_target():
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("groups", [1, 3, 4])
-def test_length_groups_give_the_whole_batch_loss_and_gradient(variant, groups):
+def test_packed_batches_give_the_whole_batch_loss_and_gradient(variant, groups):
     batch, vocab = corrupted_batch()
     model = tiny(variant, vocab=vocab, embd_pdrop=0.0, resid_pdrop=0.0, attn_pdrop=0.0).train()
     x, y = torch.stack([x for x, _ in batch]), torch.stack([y for _, y in batch])
@@ -142,8 +142,33 @@ def test_length_groups_give_the_whole_batch_loss_and_gradient(variant, groups):
     loss.backward()
     whole = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
-    chunks, _ = length_groups(batch, groups=groups)
-    got = forward_backward(model, chunks, "fp32", torch.device("cpu"))
+    packing, _ = packed_batch(batch, groups=groups)
+    assert len(packing.tokens) == int((y != 0).sum())  # span corruption: only trailing PAD targets
+    got = forward_backward(model, packing, "fp32", torch.device("cpu"))
+    assert abs(got.item() - loss.item()) < 1e-5
+    for a, b in zip(whole, (p.grad for p in model.parameters())):
+        assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_packing_keeps_the_context_before_an_answer(variant):
+    """Question rows: PAD targets over the question, real ones only on the answer."""
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randint(2, 30, (10, 40), generator=gen)
+    y = torch.zeros_like(x)
+    for r in range(10):
+        start, end = 8 + r, 14 + 2 * r  # answers at different places, PAD before and after
+        y[r, start:end] = torch.randint(2, 30, (end - start,), generator=gen)
+        x[r, end + 1:] = 0
+    model = tiny(variant, vocab=30, embd_pdrop=0.0, resid_pdrop=0.0, attn_pdrop=0.0).train()
+    with reference_path():
+        _, loss = model(x, y)
+    loss.backward()
+    whole = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    packing, _ = packed_batch(list(zip(x, y)), groups=3)
+    assert len(packing.tokens) == sum(14 + 2 * r for r in range(10))  # every position up to the answer's end
+    got = forward_backward(model, packing, "fp32", torch.device("cpu"))
     assert abs(got.item() - loss.item()) < 1e-5
     for a, b in zip(whole, (p.grad for p in model.parameters())):
         assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)

@@ -34,6 +34,47 @@ class GPTConfig:
         return "synthesizer" if self.synthesizer else self.attention
 
 
+class Packing:
+    """A training batch with its padding taken out: the real positions of each length group
+    (see trainer.length_groups), stored back to back.
+
+    Position-wise layers (embeddings, layer norms, MLPs, head, loss) then run once over the
+    packed tokens: no padding at all, and one large matrix product instead of one per group.
+    Attention mixes positions, so each group is unpacked to its padded block for it. A
+    position is real if its row still has a target at or after it; cut positions change
+    nothing else, as attention is causal and the loss ignores PAD targets.
+    """
+
+    def __init__(self, chunks):
+        self.shapes, self.index = [], []
+        tokens, targets, pos = [], [], []
+        for x, y in chunks:
+            B, T = x.shape
+            ends = torch.where(y != 0, torch.arange(1, T + 1, device=y.device), 0).amax(1)
+            index = (torch.arange(T, device=y.device) < ends[:, None]).view(-1).nonzero().squeeze(1)
+            self.shapes.append((B, T))
+            self.index.append(index)
+            tokens.append(x.reshape(-1)[index])
+            targets.append(y.reshape(-1)[index])
+            pos.append(index % T)
+        self.tokens, self.targets, self.pos = torch.cat(tokens), torch.cat(targets), torch.cat(pos)
+        self.sizes = [len(i) for i in self.index]
+
+    def to(self, device, non_blocking=False):
+        for name in ("tokens", "targets", "pos"):
+            setattr(self, name, getattr(self, name).to(device, non_blocking=non_blocking))
+        self.index = [i.to(device, non_blocking=non_blocking) for i in self.index]
+        return self
+
+    def unpack(self, h):
+        """Packed (N, C) -> one zero-padded (B, T, C) block per group."""
+        return [h.new_zeros(B * T, h.size(1)).index_copy(0, i, part).view(B, T, -1)
+                for (B, T), i, part in zip(self.shapes, self.index, h.split(self.sizes))]
+
+    def pack(self, blocks):
+        return torch.cat([b.reshape(-1, b.size(-1)).index_select(0, i) for b, i in zip(blocks, self.index)])
+
+
 class Block(nn.Module):
     """Pre-norm Transformer block: x + attn(ln1(x)), then x + mlp(ln2(x))."""
 
@@ -49,8 +90,11 @@ class Block(nn.Module):
             Dropout(config.resid_pdrop),
         )
 
-    def forward(self, x, layer_past=None):
-        x = x + self.attn(self.ln1(x), layer_past)
+    def forward(self, x, layer_past=None, packing=None):
+        if packing is None:
+            x = x + self.attn(self.ln1(x), layer_past)
+        else:  # x is packed (N, C); attention runs per padded group
+            x = x + packing.pack([self.attn(h) for h in packing.unpack(self.ln1(x))])
         return x + self.mlp(self.ln2(x))
 
 
@@ -106,8 +150,17 @@ class GPT(nn.Module):
         for i, block in enumerate(self.blocks):
             x = block(x, None if caches is None else caches[i])
         logits = self.head(self.ln_f(x))
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1),
-                                   ignore_index=0)
+        loss = None if targets is None else cross_entropy(logits, targets)
         return logits, loss
+
+    def packed_loss(self, packing):
+        """The loss forward() gives for the batch `packing` was made from, without its padding."""
+        x = self.drop(self.tok_emb(packing.tokens) + self.pos_emb[0, packing.pos])
+        for block in self.blocks:
+            x = block(x, packing=packing)
+        return cross_entropy(self.head(self.ln_f(x)), packing.targets)
+
+
+def cross_entropy(logits, targets):
+    """Mean over the targets that are not PAD (id 0), as the course computes it."""
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1), ignore_index=0)

@@ -26,11 +26,12 @@ import torch
 from torch.utils.data import DataLoader, default_collate
 from tqdm import tqdm
 
+from .model import Packing
 from .utils import atomic_save, autocast_context, resolve_precision
 
 
-# On a CPU every skipped position is time saved, down to about 8 rows per group (measured:
-# batch 16 -> 2 groups, 32 -> 4, 128 -> 8 were fastest); a GPU is better served by one big batch.
+# Attention runs per length group on a padded block: on a CPU groups of about 8 rows, at most
+# 8 groups (measured: batch 16 -> 2 groups, 32 -> 4, 128 -> 8 were fastest); one on a GPU.
 CPU_LENGTH_GROUPS = 8
 CPU_ROWS_PER_GROUP = 8
 
@@ -52,7 +53,8 @@ class TrainerConfig:
     compile = False
     backend = "inductor"
     log_every = 20  # steps between loss read-backs
-    length_groups = None  # rows of a batch are cut into this many trimmed groups; None: by device
+    pack = True  # train on packed batches (model.Packing); False: each batch whole, padding included
+    length_groups = None  # attention groups per packed batch; None: by device
     ckpt_every_epochs = 1
     resume = False
     log_path = None  # JSON-lines run record
@@ -101,26 +103,29 @@ def length_groups(batch, groups=1):
     return chunks, y.numel()
 
 
-def forward_backward(model, chunks, precision, device):
-    """Accumulate the gradient of the batch's mean loss over its length groups.
+def packed_batch(batch, groups):
+    """Collate: the batch packed without padding (Packing), and its untrimmed size."""
+    chunks, untrimmed = length_groups(batch, groups)
+    return Packing(chunks), untrimmed
 
-    Each group's mean is weighted by its share of the batch's real targets, so the sum is
-    the loss (and the gradient) the whole batch gives in one piece. Returns that loss,
-    still on the device.
-    """
-    counts = [int((y != 0).sum()) for _, y in chunks]  # chunks come from the loader, on the CPU
-    total = sum(counts)
-    loss_sum = torch.zeros((), device=device)
-    for (x, y), n in zip(chunks, counts):
-        if n == 0 and total:
-            continue
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        with autocast_context(precision, device):
+
+def whole_batch(batch):
+    """Collate: the batch as the course computes it, padding and all."""
+    x, y = default_collate(batch)
+    return (x, y), y.numel()
+
+
+def forward_backward(model, batch, precision, device):
+    """Forward and backward of one batch (a Packing, or a whole (x, y)); returns the loss,
+    still on the device. A Packing gives the whole batch's loss and gradient."""
+    with autocast_context(precision, device):
+        if isinstance(batch, Packing):
+            loss = model.packed_loss(batch.to(device, non_blocking=True))
+        else:
+            x, y = (t.to(device, non_blocking=True) for t in batch)
             _, loss = model(x, y)
-        share = n / total if total else 1.0
-        (loss * share).backward()
-        loss_sum += loss.detach().float() * share
-    return loss_sum
+    loss.backward()
+    return loss.detach()
 
 
 def decay_groups(model, weight_decay):
@@ -230,10 +235,12 @@ class Trainer:
                                       betas=config.betas, fused=cuda)
         step_model = torch.compile(model, backend=config.backend) if config.compile else model
         groups = config.length_groups or (1 if cuda else cpu_length_groups(config.batch_size))
+        # a compiled model compiles forward(), so it gets whole batches
+        collate = functools.partial(packed_batch, groups=groups) if config.pack and not config.compile else whole_batch
         workers = config.num_workers if cuda else min(config.num_workers, max(0, (os.cpu_count() or 1) - 1))
         loader = DataLoader(self.train_dataset, shuffle=True, batch_size=config.batch_size,
                             num_workers=workers, pin_memory=cuda, persistent_workers=workers > 0,
-                            drop_last=False, collate_fn=functools.partial(length_groups, groups=groups))
+                            drop_last=False, collate_fn=collate)
         first_epoch, tokens = 0, 0
         self.checkpointed_epoch = None  # the last epoch whose checkpoint this run wrote or read
         if config.resume and config.ckpt_path and os.path.exists(config.ckpt_path):
@@ -259,9 +266,9 @@ class Trainer:
             bar = tqdm(loader, total=steps_per_epoch, desc=f"epoch {epoch + 1}/{config.max_epochs}",
                        position=1, leave=False, disable=not config.progress, dynamic_ncols=True)
             pending = []
-            for chunks, untrimmed in bar:
+            for batch, untrimmed in bar:
                 optimizer.zero_grad(set_to_none=True)
-                loss = forward_backward(step_model, chunks, self.precision, device)
+                loss = forward_backward(step_model, batch, self.precision, device)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_norm_clip)
                 tokens += untrimmed  # the course counts every target position, PAD included
                 lr = config.learning_rate * lr_multiplier(tokens, config)
