@@ -34,6 +34,11 @@ class GPTConfig:
         return "synthesizer" if self.synthesizer else self.attention
 
 
+def row_ends(y):
+    """One past each row's last non-PAD target (0 for a row of PAD only)."""
+    return torch.where(y != 0, torch.arange(1, y.size(1) + 1, device=y.device), 0).amax(1)
+
+
 class Packing:
     """A training batch with its padding taken out: the real positions of each length group
     (see trainer.length_groups), stored back to back.
@@ -50,8 +55,7 @@ class Packing:
         tokens, targets, pos = [], [], []
         for x, y in chunks:
             B, T = x.shape
-            ends = torch.where(y != 0, torch.arange(1, T + 1, device=y.device), 0).amax(1)
-            index = (torch.arange(T, device=y.device) < ends[:, None]).view(-1).nonzero().squeeze(1)
+            index = (torch.arange(T, device=y.device) < row_ends(y)[:, None]).view(-1).nonzero().squeeze(1)
             self.shapes.append((B, T))
             self.index.append(index)
             tokens.append(x.reshape(-1)[index])

@@ -26,7 +26,7 @@ import torch
 from torch.utils.data import DataLoader, default_collate
 from tqdm import tqdm
 
-from .model import Packing
+from .model import Packing, row_ends
 from .utils import atomic_save, autocast_context, resolve_precision
 
 
@@ -90,9 +90,7 @@ def length_groups(batch, groups=1):
     untrimmed size, as the course does.
     """
     x, y = default_collate(batch)
-    valid = y != 0
-    # one past each row's last real target (0 for a row of PAD only)
-    ends = torch.where(valid, torch.arange(1, y.size(1) + 1), 0).amax(1)
+    ends = row_ends(y)
     if groups > 1:
         order = torch.argsort(ends, stable=True)
         x, y, ends = x[order], y[order], ends[order]
