@@ -595,6 +595,9 @@ VERB_PHRASES = [
     _t("spent {his} working life as {occ_a} in {Q}", keys={"lives"}),
 ]
 
+# The one core that opens "Name. Born in X, ..." (see OPENER_RATE); also among BIRTH_CORES.
+OPENER = _t("Born in {P}, {S} {VP}")
+
 # Cores that name the birth place.
 BIRTH_CORES = [
     _t("{N} (born {BD} in {P}) {is} {occ_a}", keys={"bdate"}),
@@ -633,10 +636,8 @@ BIRTH_CORES = [
     _t("{N} died in {D} on {DD}, having been born in {P} in {BY}", "dead", {"death", "bdate"}),
     _t("{N} has lived in {Q} since {Y1}, but was born in {P}", "alive", {"lives"}),
     _t("{N} {is} {occ_a}; {he} was born in {P} in {BY}", keys={"bdate"}),
+    OPENER,
 ]
-
-OPENER = _t("Born in {P}, {S} {VP}")
-BIRTH_CORES.append(OPENER)
 
 # Cores that do not name the birth place.
 PLAIN_CORES = [
