@@ -10,6 +10,10 @@ world of its own with the same shape:
 * ``birth_test_inputs.tsv``: ``Where was NAME born?`` rows (no answers);
 * ``birth_test.tsv``: the test answers (the world is ours, so they ship too).
 
+With ``mentions=K`` (the quick preset's world; the shipped, course-sized world has none),
+wiki.txt also gets K short lines per person, after the biographies, that name the person
+and their birth place inside an article about something else (see MENTION_BODIES).
+
 The people are fictional: their names are assembled from name parts written for this file.
 The places are real cities and countries (facts of the world).  Every sentence template,
 occupation, topic and title below was written for this project.
@@ -20,10 +24,11 @@ Usage::
     python data/generate.py --out DIR       # write them somewhere else
     python data/generate.py --stats         # Markdown table: ours vs the course data
     python data/generate.py --out DIR --people 400 --train 100 --dev 200 --test 100 --seed 7
+    python data/generate.py --out DIR --people 520 --train 300 --dev 200 --test 20 --mentions 2
 
 From Python (e.g. for small "quick preset" worlds)::
 
-    generate(out_dir, n_people=400, seed=7, n_train=100, n_dev=200, n_test=100)
+    generate(out_dir, n_people=400, seed=7, n_train=100, n_dev=200, n_test=100, mentions=2)
 
 Standard library only; the output depends only on the arguments.
 """
@@ -694,6 +699,50 @@ LATE_TAILS = [
     _t("; {he} had been born in {P} on {BD}", keys={"bdate"}),
 ]
 
+# Mentions: a person named, with their birth place, in a line about something else.
+# In the course's data, as in our course-sized world, every name opens its own line and
+# nowhere else; a model as small as the quick preset's then files each birth place under
+# "the characters at positions 0, 1, 2, ..." and a question, which puts the name at
+# position 10, cannot reach it (README, "The quick preset", measures this).  Seeing each
+# name at other positions too makes the fact a property of the name.  Titles use the
+# person's other places, never the birth place.
+MENTION_SEED = 101  # mentions draw from their own generator: the biographies stay as they are
+MENTION_TITLES = (
+    "The {venture} in {Q}", "{T} Harbour Festival", "{U} Academy of {Subj}",
+    "{Q} Society of {Trade}", "The {T} Reading Circle", "{R} Winter Fair",
+)
+MENTION_BODIES = (
+    "Among its founders was {N}, who was born in {P}",
+    "In {Y1} it was run by {N}, {occ_a} born in {P}",
+    "{N}, a native of {P}, was one of its first members",
+    "It was started by {N} ({occ_a}, born in {P}) and two friends",
+    "Its guest of honour in {Y1} was {N}, born in {P}",
+    "A portrait of {N}, who was born in {P}, hangs in its hall",
+    "{N} was born in {P}; {he} joined it in {Y1}",
+    "Its best-known member, {N}, was born in {P} in {BY}",
+)
+
+
+def _mention_lines(people, k, seed):
+    """k lines per person, shuffled; each names the birth place once, within SEEN_CHARS."""
+    rng = random.Random(seed * 1000 + MENTION_SEED)
+    lines = []
+    for person in people:
+        fields = dict(person, Subj=person["subj"].capitalize(), Trade=person["trade"].capitalize())
+        birth = person["birth"]
+        for _ in range(k):
+            for _attempt in range(100):
+                line = _finish(rng.choice(MENTION_TITLES).format_map(fields),
+                               rng.choice(MENTION_BODIES).format_map(fields))
+                if line.count(birth) == 1 and line.find(birth) + len(birth) <= SEEN_CHARS:
+                    break
+            else:  # pragma: no cover - titles and bodies are short
+                raise RuntimeError(f"could not write a mention of {person['name']}")
+            lines.append(line)
+    rng.shuffle(lines)
+    return lines
+
+
 # ---------------------------------------------------------------------------------------
 # The world.
 # ---------------------------------------------------------------------------------------
@@ -1010,11 +1059,14 @@ def _resolve_splits(n_people, n_train, n_dev, n_test):
 
 
 def build_world(n_people=COURSE_PEOPLE, seed=DEFAULT_SEED, n_train=None, n_dev=None,
-                n_test=None):
+                n_test=None, mentions=0):
     """The world as data: (docs, people); people are dicts with at least name, birth,
-    split ("train", "dev", "test" or None for people without a question) and category."""
+    split ("train", "dev", "test" or None for people without a question) and category.
+    docs[i] is the biography of people[i]; mention lines, if any, follow them."""
     if not isinstance(n_people, int) or n_people < 1:
         raise ValueError("n_people must be a positive int")
+    if not isinstance(mentions, int) or mentions < 0:
+        raise ValueError("mentions must be a non-negative int")
     n_train, n_dev, n_test = _resolve_splits(n_people, n_train, n_dev, n_test)
     rng = random.Random(seed)
     names, people = set(), []
@@ -1039,7 +1091,7 @@ def build_world(n_people=COURSE_PEOPLE, seed=DEFAULT_SEED, n_train=None, n_dev=N
         target = _target_length(rng, 150 if cat == "late" else LEN_MIN)
         docs.append(_biography(rng, person, cat, target))
     _cover_question_characters(rng, docs, people)
-    return docs, people
+    return docs + _mention_lines(people, mentions, seed), people
 
 
 def _question(name):
@@ -1086,15 +1138,16 @@ def _cover_question_characters(rng, docs, people):
 
 
 def generate(out_dir, n_people=COURSE_PEOPLE, seed=DEFAULT_SEED, n_train=None, n_dev=None,
-             n_test=None):
+             n_test=None, mentions=0):
     """Write the five data files of one world into out_dir (created if needed).
 
     n_people people each get one biography in wiki.txt (train people first, then dev, test,
     then people without a question).  Split sizes left as None share the people not
     already assigned in the course's 2000 : 500 : 437 proportions, so the defaults give the
     course's sizes and e.g. generate(d, n_people=400, n_dev=200) gives 164 / 200 / 36.
+    mentions=K adds K mention lines per person after the biographies.
     Returns a dict with the paths written and the split sizes."""
-    docs, people = build_world(n_people, seed, n_train, n_dev, n_test)
+    docs, people = build_world(n_people, seed, n_train, n_dev, n_test, mentions)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows = collections.defaultdict(list)
@@ -1115,7 +1168,7 @@ def generate(out_dir, n_people=COURSE_PEOPLE, seed=DEFAULT_SEED, n_train=None, n
             f.write(text)
         paths[fname] = path
     return dict(paths=paths, n_people=n_people, seed=seed, n_train=len(rows["train"]),
-                n_dev=len(rows["dev"]), n_test=len(rows["test"]))
+                n_dev=len(rows["dev"]), n_test=len(rows["test"]), mentions=mentions)
 
 # ---------------------------------------------------------------------------------------
 # Statistics (for any folder holding files of this layout, ours or the course's).
@@ -1292,15 +1345,17 @@ def main(argv=None):
     ap.add_argument("--train", type=int, default=None)
     ap.add_argument("--dev", type=int, default=None)
     ap.add_argument("--test", type=int, default=None)
+    ap.add_argument("--mentions", type=int, default=0,
+                    help="mention lines per person after the biographies (the quick preset's world)")
     args = ap.parse_args(argv)
     if args.stats:
         print(stats_table(args.out, args.course))
         return 0
     info = generate(args.out, n_people=args.people, seed=args.seed, n_train=args.train,
-                    n_dev=args.dev, n_test=args.test)
+                    n_dev=args.dev, n_test=args.test, mentions=args.mentions)
     print(f"wrote {', '.join(info['paths'])} to {args.out} "
           f"({info['n_train']} / {info['n_dev']} / {info['n_test']} questions, "
-          f"{info['n_people']} biographies)")
+          f"{info['n_people']} biographies, {info['n_people'] * args.mentions} mention lines)")
     return 0
 
 

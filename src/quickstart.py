@@ -29,9 +29,9 @@ import run  # noqa: E402
 
 # Measured choices; see README "The quick preset" for what was tried.
 QUICK = dict(
-    people=520, n_train=300, n_dev=200, n_test=20, seed=2937,  # the world
+    people=520, n_train=300, n_dev=200, n_test=20, seed=2937, mentions=2,  # the world
     n_layer=2, n_head=4, n_embd=128, block_size=128,  # the model
-    pretrain_epochs=350, pretrain_batch=16, pretrain_lr=3e-3, pretrain_dropout=0.0,
+    pretrain_epochs=150, pretrain_batch=16, pretrain_lr=3e-3, pretrain_dropout=0.0,
     finetune_epochs=30, finetune_batch=32, finetune_lr=6e-4,  # without pretraining
     finetune_pre_epochs=10,  # with pretraining
     finetune_dropout=0.1,
@@ -39,12 +39,20 @@ QUICK = dict(
 )
 
 
+# Ten characters put before a prompt move its name to where a question has it
+# ("Where was " is ten characters long) without asking the question.
+MOVED = "See also. "
+
+
 @torch.no_grad()
 def recall(params, variant, p, data):
-    """Share of dev people whose biography the pretrained model completes with the birth place.
+    """Shares of dev people whose biography the pretrained model completes with the birth place.
 
     The prompt is the biography up to the birth place (when it lies within what pretraining
-    sees); this measures what pretraining stored, before finetuning has to find it.
+    sees); this measures what pretraining stored, before finetuning has to find it.  Returns
+    (as written, moved): the second puts MOVED before each prompt.  Knowledge filed under
+    the name's characters survives the move; knowledge filed under "the characters at
+    positions 0, 1, 2, ..." does not, and no finetuning on questions can reach it.
     """
     from submission import dataset as ds
     from submission.model import GPT, GPTConfig
@@ -67,10 +75,12 @@ def recall(params, variant, p, data):
             prompts.append(vocab.encode(doc[:at]))
             answers.append(place)
     if not prompts:  # no dev birth place within what pretraining sees
-        return 0.0
-    completions = greedy_decode(model, prompts, max(len(a) for a in answers))
-    hits = sum(vocab.decode(c)[:len(a)] == a for c, a in zip(completions, answers))
-    return hits / len(rows)
+        return 0.0, 0.0
+    shares = []
+    for shift in ([], vocab.encode(MOVED)):
+        completions = greedy_decode(model, [shift + q for q in prompts], max(len(a) for a in answers))
+        shares.append(sum(vocab.decode(c)[:len(a)] == a for c, a in zip(completions, answers)) / len(rows))
+    return tuple(shares)
 
 
 def stage(name, argv, results, timings):
@@ -106,7 +116,7 @@ def main():
     t_start = time.time()
     if args.data is None:
         generate.generate(data, n_people=p["people"], seed=p["seed"], n_train=p["n_train"], n_dev=p["n_dev"],
-                          n_test=p["n_test"])
+                          n_test=p["n_test"], mentions=p["mentions"])
     wiki, train, dev, test = (os.path.join(data, f) for f in
                               ("wiki.txt", "birth_places_train.tsv", "birth_dev.tsv", "birth_test.tsv"))
     splits = [("dev", dev)] + [("test", test)] * os.path.exists(test)
@@ -148,7 +158,7 @@ def main():
                "--learning_rate", str(p["finetune_lr"]), "--dropout", str(p["finetune_dropout"])] + common,
               results, timings)
         evaluate(variant, fin, "pretrain")
-        results[f"{variant}_recall"] = recall(pre, variant, p, data)
+        results[f"{variant}_recall"], results[f"{variant}_recall_moved"] = recall(pre, variant, p, data)
 
     def acc(name):
         r = results.get(name)
@@ -166,9 +176,11 @@ def main():
         test_acc = acc(f"{key}_test") if key == "baseline" else acc(f"{key}_eval_test")
         seconds = sum(timings.get(s, 0) for s in train_stages) + (
             0 if key == "baseline" else timings.get(f"{key}_eval_dev", 0) + timings.get(f"{key}_eval_test", 0))
+        pretrained = key.endswith("_pretrain")
         table.append({"model": label, "dev_accuracy": dev_acc, "test_accuracy": test_acc, "seconds": round(seconds, 1),
-                      "pretrained_recall_dev": results.get(key.replace("_pretrain", "_recall"))
-                      if key.endswith("_pretrain") else None})
+                      "pretrained_recall_dev": results.get(key.replace("_pretrain", "_recall")) if pretrained else None,
+                      "pretrained_recall_dev_moved":
+                          results.get(key.replace("_pretrain", "_recall_moved")) if pretrained else None})
     total = round(time.time() - t_start, 1)
     summary = {"preset": p, "data": args.data, "precision": args.precision, "threads": torch.get_num_threads(),
                "table": table, "stage_seconds": timings, "total_seconds": total,
@@ -178,13 +190,15 @@ def main():
 
     fmt = lambda a: "-" if a is None else f"{a:.1%}"
     world = (f"data from {data}" if args.data else
-             f"{p['people']} people, {p['n_train']}/{p['n_dev']}/{p['n_test']} train/dev/test questions")
+             f"{p['people']} people, {p['n_train']}/{p['n_dev']}/{p['n_test']} train/dev/test questions, "
+             f"{p['mentions']} mention lines per person")
     print(f"\nQuick preset: {world}; {p['n_layer']} layers x {p['n_embd']} wide; total {total} s")
-    print("| model | dev accuracy | test accuracy | pretrained model completes the dev biography | wall time (s) |")
-    print("|---|---|---|---|---|")
+    print("| model | dev accuracy | test accuracy | pretrained model completes the dev biography "
+          f"| ... moved {len(MOVED)} characters right | wall time (s) |")
+    print("|---|---|---|---|---|---|")
     for r in table:
         print(f"| {r['model']} | {fmt(r['dev_accuracy'])} | {fmt(r['test_accuracy'])} "
-              f"| {fmt(r['pretrained_recall_dev'])} | {r['seconds']} |")
+              f"| {fmt(r['pretrained_recall_dev'])} | {fmt(r['pretrained_recall_dev_moved'])} | {r['seconds']} |")
     print(f"\nwritten: {os.path.join(out, 'results.json')}")
 
 
