@@ -707,19 +707,15 @@ LATE_TAILS = [
 # name at other positions too makes the fact a property of the name.  Titles use the
 # person's other places, never the birth place.
 MENTION_SEED = 101  # mentions draw from their own generator: the biographies stay as they are
-MENTION_TITLES = (
-    "The {venture} in {Q}", "{T} Harbour Festival", "{U} Academy of {Subj}",
-    "{Q} Society of {Trade}", "The {T} Reading Circle", "{R} Winter Fair",
-)
+MENTION_TITLES = ("{Q} Choir", "{T} Book Fair", "The {R} Club", "{U} Academy", "{Q} Rowing Club",
+                  "{T} Society")
 MENTION_BODIES = (
-    "Among its founders was {N}, who was born in {P}",
-    "In {Y1} it was run by {N}, {occ_a} born in {P}",
-    "{N}, a native of {P}, was one of its first members",
-    "It was started by {N} ({occ_a}, born in {P}) and two friends",
-    "Its guest of honour in {Y1} was {N}, born in {P}",
-    "A portrait of {N}, who was born in {P}, hangs in its hall",
-    "{N} was born in {P}; {he} joined it in {Y1}",
-    "Its best-known member, {N}, was born in {P} in {BY}",
+    "Its founder, {N}, was born in {P}",
+    "{N}, born in {P}, was a member",
+    "{N} (born in {P}) ran it from {Y1}",
+    "Members included {N}, a native of {P}",
+    "{N} was born in {P} and joined it in {Y1}",
+    "In {Y1}, {N}, born in {P}, led it",
 )
 
 
@@ -728,7 +724,8 @@ def _mention_lines(people, k, seed):
     rng = random.Random(seed * 1000 + MENTION_SEED)
     lines = []
     for person in people:
-        fields = dict(person, Subj=person["subj"].capitalize(), Trade=person["trade"].capitalize())
+        fields = dict(person)
+        fields.update({f: person[f].split(",")[0] for f in ("Q", "R", "T", "U")})  # no region in a title
         birth = person["birth"]
         for _ in range(k):
             for _attempt in range(100):

@@ -235,3 +235,31 @@ def test_tiny_worlds_build(n_people):
     for p in people:
         if p["split"]:
             assert set(f"Where was {p['name']} born?") | set(p["birth"]) <= chars
+
+
+# --- mention lines (the quick preset's world) ------------------------------------------------
+
+def test_mentions_name_each_person_elsewhere_and_leave_the_biographies_alone():
+    bios, people = gen.build_world(40, seed=5, n_train=20, n_dev=10, n_test=5)
+    docs, again = gen.build_world(40, seed=5, n_train=20, n_dev=10, n_test=5, mentions=3)
+    assert docs[:40] == bios and [p["name"] for p in again] == [p["name"] for p in people]
+    lines = docs[40:]
+    assert len(lines) == 120
+    assert lines == gen.build_world(40, seed=5, n_train=20, n_dev=10, n_test=5, mentions=3)[0][40:]
+    assert lines != gen.build_world(40, seed=6, n_train=20, n_dev=10, n_test=5, mentions=3)[0][40:]
+    starts = set()
+    for p in people:
+        mine = [line for line in lines if p["name"] in line]
+        assert len(mine) == 3, p["name"]
+        for line in mine:
+            at = line.index(p["name"])
+            assert at > 0 and not line.startswith(p["name"] + ". ")  # never where a biography has it
+            assert line.count(p["birth"]) == 1 and line.index(p["birth"]) + len(p["birth"]) <= gen.SEEN_CHARS
+            starts.add(at)
+    assert len(starts) >= 10  # the name turns up at many positions, not one
+
+
+def test_mentions_must_be_a_count():
+    for bad in (-1, 1.5):
+        with pytest.raises(ValueError, match="mentions"):
+            gen.build_world(10, mentions=bad)

@@ -260,6 +260,9 @@ def test_quickstart_runs_every_stage_and_writes_the_table(tmp_path):
         assert 0 <= row["dev_accuracy"] <= 1 and 0 <= row["test_accuracy"] <= 1
     assert res["dev_questions"] == 16 and res["preset"]["people"] == 60
     assert all(res["table"][i]["pretrained_recall_dev"] is not None for i in (2, 3))
+    assert all(res["table"][i]["pretrained_recall_dev_moved"] is not None for i in (2, 3))
+    wiki = (out / "data" / "wiki.txt").read_text(encoding="utf-8").split("\n")
+    assert len(wiki) == 60 * (1 + res["preset"]["mentions"])  # biographies, then mention lines
     assert res["stage_seconds"]["vanilla_pretrain"] >= 0 and res["total_seconds"] > 0
     assert "| vanilla, pretrained |" in r.stdout  # the printed table
 
