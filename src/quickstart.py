@@ -1,10 +1,14 @@
 """The whole assignment at a reduced scale: does pretraining put knowledge in the model?
 
-Generates a small world with data/generate.py, then runs every course stage through
-run.py with the quick preset below (the course stages themselves keep the course's
+Generates a small world with data/generate.py, then runs every course stage through run.py
+with the quick preset below (the course stages themselves keep the course's
 hyperparameters): most-common-place baseline, vanilla without pretraining, vanilla
 pretrain -> finetune, synthesizer pretrain -> finetune, each evaluated on dev and test.
 Ends with a table and out/quickstart/results.json.
+
+The world has mention lines: each person is also named, with the birth place, in lines
+about something else.  Without them a model this small files each fact under the name's
+position rather than the name, and no question can reach it (README, "The quick preset").
 
     ./run.sh quickstart                 # the preset, on a CPU
     ./run.sh quickstart --set pretrain_epochs=300 --out out/try1   # a variation
