@@ -40,6 +40,7 @@ QUICK = dict(
     finetune_pre_epochs=10,  # with pretraining
     finetune_dropout=0.1,
     num_workers=0,  # two cores: a loader process would take one from the model
+    train_seed=0,  # run.py --seed: initialisation, batch order, corruption and dropout
 )
 
 
@@ -126,7 +127,7 @@ def main():
     splits = [("dev", dev)] + [("test", test)] * os.path.exists(test)
     common = ["--pretrain_corpus_path", wiki, "--n_layer", str(p["n_layer"]), "--n_head", str(p["n_head"]),
               "--n_embd", str(p["n_embd"]), "--block_size", str(p["block_size"]),
-              "--num_workers", str(p["num_workers"]), "--precision", args.precision]
+              "--num_workers", str(p["num_workers"]), "--precision", args.precision, "--seed", str(p["train_seed"])]
     common += ["--quiet"] * args.quiet + ["--reference_path"] * args.reference_path
     results, timings = {}, {}
 

@@ -250,7 +250,7 @@ def read_quickstart(out):
 def test_quickstart_runs_every_stage_and_writes_the_table(tmp_path):
     out = tmp_path / "qs"
     r = run([sys.executable, str(ROOT / "src" / "quickstart.py"), "--quiet", "--out", str(out),
-             "--set", "people=60", "n_train=20", "n_dev=16", "n_test=8", *QUICK_TINY])
+             "--set", "people=60", "n_train=20", "n_dev=16", "n_test=8", "train_seed=3", *QUICK_TINY])
     assert r.returncode == 0, r.stderr[-2000:]
     res = read_quickstart(out)
     models = [row["model"] for row in res["table"]]
@@ -263,6 +263,8 @@ def test_quickstart_runs_every_stage_and_writes_the_table(tmp_path):
     assert all(res["table"][i]["pretrained_recall_dev_moved"] is not None for i in (2, 3))
     wiki = (out / "data" / "wiki.txt").read_text(encoding="utf-8").split("\n")
     assert len(wiki) == 60 * (1 + res["preset"]["mentions"])  # biographies, then mention lines
+    start = (out / "vanilla.pretrain.params.log.jsonl").read_text().split("\n")[0]
+    assert '"seed": 3' in start  # the preset's training seed reaches every training stage
     assert res["stage_seconds"]["vanilla_pretrain"] >= 0 and res["total_seconds"] > 0
     assert "| vanilla, pretrained |" in r.stdout  # the printed table
 
