@@ -274,7 +274,7 @@ def run(args):
     text = read_text(args.pretrain_corpus_path, "pretraining corpus")
     pretrain_dataset = ds.CharCorruptionDataset(text, args.block_size or BLOCK_SIZE,
                                                 source=args.pretrain_corpus_path)
-    if len(pretrain_dataset) == 0:
+    if not any(len(d) >= ds.MIN_DOC_CHARS for d in pretrain_dataset.data):
         raise UserError(f"{args.pretrain_corpus_path}: no document of at least {ds.MIN_DOC_CHARS} characters")
     model = build_model(args, pretrain_dataset)
     block_size = pretrain_dataset.block_size

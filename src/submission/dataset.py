@@ -90,36 +90,49 @@ def describe_dropped(dropped, chars, rows, total_rows):
 class CharCorruptionDataset(Dataset):
     """Span corruption on one document per line (a one-span simplification of T5's).
 
-    Each item truncates a document to a random length in [4, int(block_size*7/8)], cuts a
+    Each item truncates a document to a random length in [4, int(block_size * cap)], cuts a
     random span of about a quarter of it, and asks the model to write the span back:
 
         prefix MASK suffix MASK span PAD...    (x = all but the last char, y = all but the first)
+
+    Every line of the text is a document, as in the course: `len` is the number of lines,
+    so a file ending in a newline has an empty last document, and the course's learning-rate
+    schedule (final_tokens = 200 * len * block_size) counts it. A document shorter than the
+    drawn length is used whole; an empty one becomes `MASK MASK PAD...`.
+
+    `cap` is the truncation cap as a fraction of the block: 7/8 in the 2021-2024 editions,
+    3/4 in the 2025 edition's grader.
     """
 
     PAD_CHAR = PAD_CHAR
     MASK_CHAR = MASK_CHAR
 
-    def __init__(self, data, block_size, source="pretraining text"):
+    def __init__(self, data, block_size, source="pretraining text", cap=7 / 8):
+        if not MIN_DOC_CHARS <= int(block_size * cap) <= block_size - 2:
+            raise ValueError(f"truncation cap {cap:g} of a {block_size}-character block must leave "
+                             f"{MIN_DOC_CHARS} to {block_size - 2} characters (the two masks need room)")
         self.vocab = Vocabulary(data, source)
         self.stoi, self.itos = self.vocab.stoi, self.vocab.itos
         self.block_size = block_size
+        self.cap = cap
+        self.max_length = int(block_size * cap)
         self.vocab_size = len(self.stoi)
-        docs = data.split("\n")
-        self.data = [d for d in docs if len(d) >= MIN_DOC_CHARS]
-        self.skipped = len(docs) - len(self.data)
+        self.data = data.split("\n")
+        self.short = sum(len(d) < MIN_DOC_CHARS for d in self.data)
         print(f"data has {len(data)} characters, {self.vocab_size} unique.")
-        if self.skipped:
-            print(f"skipped {self.skipped} documents shorter than {MIN_DOC_CHARS} characters (empty lines included)")
+        if self.short:
+            print(f"{self.short} of {len(self.data)} documents are shorter than {MIN_DOC_CHARS} characters "
+                  f"(empty lines included); they are used whole")
 
     def __len__(self):
         return len(self.data)
 
     def __getitem__(self, idx):
         doc = self.data[idx]
-        doc = doc[:random.randint(MIN_DOC_CHARS, int(self.block_size * 7 / 8))]
-        n = len(doc)  # a document shorter than the drawn length is kept whole
-        quarter = max(1, round(n / 4))
-        span = random.randint(1, 2 * quarter - 1)  # mean: a quarter of the truncated document
+        doc = doc[:random.randint(MIN_DOC_CHARS, self.max_length)]
+        n = len(doc)
+        quarter = max(1, round(n / 4))  # Python's round: halves to even
+        span = min(n, random.randint(1, 2 * quarter - 1))  # mean: a quarter of the truncated document
         start = random.randint(0, n - span)
         prefix, masked, suffix = doc[:start], doc[start:start + span], doc[start + span:]
         s = prefix + MASK_CHAR + suffix + MASK_CHAR + masked

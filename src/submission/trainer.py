@@ -6,6 +6,10 @@ back from the device only every `log_every` steps, periodic atomic checkpoints t
 `resume` continues from exactly, a stop on a non-finite loss, and a JSON-lines record of
 every epoch next to the params.
 
+By default it trains what the course's own trainer.py trains, step for step (RECIPES
+says what that means and what the alternative changes); packing, the fused kernels and
+the fast dropout compute the same loss and gradients.
+
 Resuming is exact (the same final params as an uninterrupted run) with num_workers 0 and
 the same precision and device: the checkpoint, written at the end of each epoch, holds
 the model, the optimizer, the epoch, the tokens seen (the learning-rate schedule depends
@@ -21,6 +25,7 @@ import random
 import sys
 import time
 import zipfile
+from dataclasses import dataclass
 
 import torch
 from torch.utils.data import DataLoader, default_collate
@@ -36,19 +41,40 @@ CPU_LENGTH_GROUPS = 8
 CPU_ROWS_PER_GROUP = 8
 
 
+@dataclass(frozen=True)
+class Recipe:
+    shuffle: bool  # a new random order of the items every epoch (else index order)
+    decay_matmuls_only: bool  # weight decay on matmul weights only (else on every name without
+                              # "bias" or "LayerNorm.weight" in it: with minGPT's names, all but biases)
+    schedule_from_first_step: bool  # the first step already runs at the scheduled rate (else at the
+                                    # base rate; each step sets the rate of the next)
+    floor_after_final: bool  # stay at 10% after final_tokens (else the cosine climbs back up)
+
+
+# "course": what every edition's trainer.py does (2021-2025), the default of every stage.
+# "ours": the changes we think are improvements. A run's record names the recipe it used.
+RECIPES = {
+    "course": Recipe(shuffle=False, decay_matmuls_only=False, schedule_from_first_step=False,
+                     floor_after_final=False),
+    "ours": Recipe(shuffle=True, decay_matmuls_only=True, schedule_from_first_step=True, floor_after_final=True),
+}
+COURSE_NO_DECAY = ("bias", "LayerNorm.weight")  # matched as substrings of parameter names, as the course does
+
+
 class TrainerConfig:
     max_epochs = 10
     batch_size = 64
     learning_rate = 3e-4
     betas = (0.9, 0.95)
     grad_norm_clip = 1.0
-    weight_decay = 0.1  # only on the weights of matrix multiplications
+    weight_decay = 0.1  # on which parameters: see RECIPES
     lr_decay = False
     warmup_tokens = 375e6  # linear warmup over these tokens, then cosine decay...
     final_tokens = 260e9  # ...to 10% of the learning rate at these tokens
     ckpt_path = None  # periodic training checkpoint (model, optimizer, RNG), for resume
     num_workers = 0
     # Beyond the course:
+    recipe = "course"  # a key of RECIPES
     precision = "auto"  # auto | fp32 | bf16
     compile = False
     backend = "inductor"
@@ -126,25 +152,39 @@ def forward_backward(model, batch, precision, device):
     return loss.detach()
 
 
-def decay_groups(model, weight_decay):
-    """AdamW groups: weight decay on matmul weights, never on biases, norms or embeddings."""
+def decay_groups(model, weight_decay, recipe="course"):
+    """AdamW's two parameter groups: decayed and not, by the recipe's rule."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
-        matmul = p.dim() >= 2 and not name.endswith(("tok_emb.weight", "pos_emb"))
-        (decay if matmul else no_decay).append(p)
+        if RECIPES[recipe].decay_matmuls_only:
+            decayed = p.dim() >= 2 and not name.endswith(("tok_emb.weight", "pos_emb"))
+        else:
+            decayed = not any(word in name for word in COURSE_NO_DECAY)
+        (decay if decayed else no_decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay},
             {"params": no_decay, "weight_decay": 0.0}]
 
 
 def lr_multiplier(tokens, config):
+    """Linear warmup over warmup_tokens, then a cosine from 1 to 0.1 at final_tokens.
+
+    Past final_tokens the course's cosine (minGPT's) is not clamped: it climbs back to the
+    full rate at 2 * final_tokens - warmup_tokens and goes down again, which the course's
+    650-epoch pretraining (final_tokens at 200 epochs) does. The "ours" recipe stays at 0.1.
+    """
     if not config.lr_decay:
         return 1.0
     if tokens < config.warmup_tokens:
         return float(tokens) / float(max(1, config.warmup_tokens))
     progress = float(tokens - config.warmup_tokens) / float(max(1, config.final_tokens - config.warmup_tokens))
-    # Stay at the floor after final_tokens; minGPT's cosine climbs back up there, which the
-    # course's 650-epoch pretraining (final_tokens = 200 epochs) would reach twice.
-    return max(0.1, 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0))))
+    if RECIPES[config.recipe].floor_after_final:
+        progress = min(progress, 1.0)
+    return max(0.1, 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
+def set_lr(optimizer, lr):
+    for group in optimizer.param_groups:
+        group["lr"] = lr
 
 
 class Trainer:
@@ -229,14 +269,16 @@ class Trainer:
         model, config, device = self.model, self.config, self.device
         cuda = device.type == "cuda"
         self.precision = resolve_precision(config.precision, device)
-        optimizer = torch.optim.AdamW(decay_groups(model, config.weight_decay), lr=config.learning_rate,
+        if config.recipe not in RECIPES:
+            raise ValueError(f"unknown recipe {config.recipe!r}: choose one of {', '.join(RECIPES)}")
+        optimizer = torch.optim.AdamW(decay_groups(model, config.weight_decay, config.recipe), lr=config.learning_rate,
                                       betas=config.betas, fused=cuda)
         step_model = torch.compile(model, backend=config.backend) if config.compile else model
         groups = config.length_groups or (1 if cuda else cpu_length_groups(config.batch_size))
         # a compiled model compiles forward(), so it gets whole batches
         collate = functools.partial(packed_batch, groups=groups) if config.pack and not config.compile else whole_batch
         workers = config.num_workers if cuda else min(config.num_workers, max(0, (os.cpu_count() or 1) - 1))
-        loader = DataLoader(self.train_dataset, shuffle=True, batch_size=config.batch_size,
+        loader = DataLoader(self.train_dataset, shuffle=RECIPES[config.recipe].shuffle, batch_size=config.batch_size,
                             num_workers=workers, pin_memory=cuda, persistent_workers=workers > 0,
                             drop_last=False, collate_fn=collate)
         first_epoch, tokens = 0, 0
@@ -251,7 +293,7 @@ class Trainer:
         elif config.resume:
             print(f"warning: no checkpoint at {config.ckpt_path}; starting from the beginning", file=sys.stderr)
         t_start = time.time()
-        self.log({"event": "start", "precision": self.precision, "device": str(device),
+        self.log({"event": "start", "precision": self.precision, "device": str(device), "recipe": config.recipe,
                   "first_epoch": first_epoch, **(config.run_info or {})})
 
         steps_per_epoch = len(loader)
@@ -270,9 +312,12 @@ class Trainer:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_norm_clip)
                 tokens += untrimmed  # the course counts every target position, PAD included
                 lr = config.learning_rate * lr_multiplier(tokens, config)
-                for group in optimizer.param_groups:
-                    group["lr"] = lr
+                if RECIPES[config.recipe].schedule_from_first_step:
+                    set_lr(optimizer, lr)
                 optimizer.step()
+                # The course sets the rate after the step, for the next one: its first step runs
+                # at the base rate the optimizer was built with, before any warmup.
+                set_lr(optimizer, lr)
                 step += 1
                 pending.append(loss.detach())
                 if len(pending) == config.log_every or step % steps_per_epoch == 0:
