@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Every stage of the assignment, from any working directory: ./run.sh STAGE [extra run.py flags]
+# DATA_DIR: the data folder (default data/); OUT_DIR: where stages write (default src/submission/).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SRC="$ROOT/src"
-SUB="$SRC/submission"
+SUB="${OUT_DIR:-$SRC/submission}"  # where the course stages write params and predictions
 DATA="${DATA_DIR:-$ROOT/data}"
 WIKI="$DATA/wiki.txt"
 TRAIN="$DATA/birth_places_train.tsv"
@@ -18,6 +19,8 @@ usage: ./run.sh STAGE [extra flags for src/run.py]
 main jobs:
   quickstart                          set up, then the whole experiment at a reduced scale (CPU, minutes)
   test                                set up, then the test suite and the grader
+  reproduce [--estimate]              every variant's course stages, then the course's results table
+                                      (the full schedule: hours on a CPU; finished stages are skipped)
 course stages (course hyperparameters; params and predictions go to src/submission/):
   vanilla_finetune_without_pretrain   (also: vanilla_finetime_without_pretrain)
   vanilla_eval_dev_without_pretrain
@@ -82,6 +85,7 @@ case "$stage" in
     (cd "$SRC" && "$PY" grader.py)
     ;;
   quickstart) setup; "$PY" "$SRC/quickstart.py" "$@" ;;
+  reproduce) setup; "$PY" "$SRC/reproduce.py" "$@" ;;
   data)
     setup
     "$PY" "$ROOT/data/generate.py" "$@" ;;

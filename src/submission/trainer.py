@@ -285,6 +285,8 @@ class Trainer:
         self.checkpointed_epoch = None  # the last epoch whose checkpoint this run wrote or read
         if config.resume and config.ckpt_path and os.path.exists(config.ckpt_path):
             first_epoch, tokens = self.load_checkpoint(optimizer)
+            # the rate the next step would have had; a changed --learning_rate applies from it on
+            set_lr(optimizer, config.learning_rate * lr_multiplier(tokens, config))
             if first_epoch >= config.max_epochs:
                 print(f"{config.ckpt_path} already holds epoch {first_epoch} of {config.max_epochs}: "
                       f"nothing left to train (raise --max_epochs to go on)")
