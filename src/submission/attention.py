@@ -197,17 +197,18 @@ def attend(q, k, v, scale, dropout_p):
     return torch.bmm(att, v.reshape(B * H, T, v.shape[-1])).view(B, H, T, v.shape[-1])
 
 
-def precompute_rotary_emb(dim, max_positions):
+def precompute_rotary_emb(dim, max_positions, dtype=torch.float32):
     """(max_positions, dim/2, 2): (cos t*theta_i, sin t*theta_i), theta_i = 10000^(-2i/dim).
 
     The handouts' docstrings print the exponent without its minus sign; with it the
     angle grows with the position t, slowest for the last pairs, as in the RoPE paper.
+    Computed in float64, returned in `dtype` (float32, as the course's buffer).
     """
     if dim % 2:
         raise ValueError(f"rotary embeddings rotate pairs of coordinates: dim must be even, not {dim}")
     theta = 10000.0 ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
     angle = torch.arange(max_positions, dtype=torch.float64)[:, None] * theta[None, :]
-    return torch.stack([angle.cos(), angle.sin()], -1).float()
+    return torch.stack([angle.cos(), angle.sin()], -1).to(dtype)
 
 
 def rotate(x, cos_sin):
