@@ -29,7 +29,7 @@ class Variant:
     marker: Optional[str]  # a state_dict key ending only this variant's params have
     options: dict = field(default_factory=dict)  # initialize_<name>_model keywords (run.py flags) and defaults
     without_pretrain: bool = False  # has the course's no-pretraining stages too
-    aliases: tuple = ()  # the course's misspelt stage names
+    aliases: tuple = ()  # (misspelt stage name, the stage it means): the course handouts' typos
     dev_threshold: Optional[float] = None  # the grader's dev accuracy threshold (None: reported only)
     test_threshold: Optional[float] = None  # ... on test, where the test file has answers
     expectation: Optional[str] = None  # what the handout says to expect
@@ -68,16 +68,18 @@ def bottleneck_fits(config):
 
 VARIANTS = {v.name: v for v in (
     Variant("vanilla", "every edition", None, CausalSelfAttention, pos_emb=True, short=0, kv_cache=True,
-            marker=None, without_pretrain=True, aliases=("vanilla_finetime_without_pretrain",),
+            marker=None, without_pretrain=True,
+            aliases=(("vanilla_finetime_without_pretrain", "vanilla_finetune_without_pretrain"),),
             dev_threshold=0.10),
-    Variant("synthesizer", "2020-22 (Synthesizer)", "synthesizer", SynthesizerAttention, pos_emb=True, short=1,
-            kv_cache=True, marker="attn.w2", aliases=("synthesizer_finetrain_with_pretrain",),
+    Variant("synthesizer", "the Synthesizer editions", "synthesizer", SynthesizerAttention, pos_emb=True,
+            short=1, kv_cache=True, marker="attn.w2",
+            aliases=(("synthesizer_finetrain_with_pretrain", "synthesizer_finetune_with_pretrain"),),
             dev_threshold=0.05),
-    Variant("rope", "2024-25 (rotary position embeddings)", "rope", CausalSelfAttention, pos_emb=False, short=0,
+    Variant("rope", "2024-25", "rope", CausalSelfAttention, pos_emb=False, short=0,
             kv_cache=True, marker="attn.rope_cache", requires=even_head_width,
             dev_threshold=0.022, test_threshold=0.016,
             expectation="the 2024-25 handout: at least 20% dev"),
-    Variant("perceiver", "2023-24 (Perceiver bottleneck)", "perceiver", CausalSelfAttention, pos_emb=True,
+    Variant("perceiver", "2023-24", "perceiver", CausalSelfAttention, pos_emb=True,
             short=0, kv_cache=False, marker="down_block.C", options={"bottleneck_dim": 32},
             requires=bottleneck_fits,
             dev_threshold=0.024, test_threshold=0.020),
