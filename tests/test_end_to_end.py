@@ -291,10 +291,14 @@ def test_quickstart_runs_every_stage_and_writes_the_table(tmp_path):
 
 def test_quickstart_on_given_files_without_test_answers(data, tmp_path):
     out = tmp_path / "qs"
+    tiny = [kv for kv in QUICK_TINY if not kv.startswith("n_layer=")] + ["n_layer=2", "bottleneck_dim=16"]
     r = run([sys.executable, str(ROOT / "src" / "quickstart.py"), "--quiet", "--out", str(out), "--data", str(data),
-             "--variants", "vanilla", "--set", *QUICK_TINY])
+             "--variants", "vanilla", "rope", "perceiver", "--set", *tiny])
     assert r.returncode == 0, r.stderr[-2000:]
     res = read_quickstart(out)
+    assert [row["model"] for row in res["table"]][2:] == ["vanilla, pretrained", "rope, pretrained",
+                                                          "perceiver, pretrained"]
+    assert (out / "perceiver.finetune.params").exists() and (out / "rope.pretrain.dev.predictions").exists()
     assert res["data"] == str(data) and res["dev_questions"] == 8
     assert all(row["test_accuracy"] is None for row in res["table"])
     assert not (out / "data").exists()  # nothing generated
