@@ -875,3 +875,63 @@ def test_dropout_flag_sets_every_dropout(flag, rate):
     model = run.build_model(args, data)
     rates = [m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)]
     assert len(rates) == 4 and set(rates) == {rate}  # embeddings; per block: attention weights, attention output, MLP output
+
+
+def test_later_editions_learning_rates_and_writer(tiny_setup):
+    pre, corpus, config = tiny_setup
+    writer = object()
+    tconf, _ = submission.pretrain(pre, 64, initialize_vanilla_model(config), pretrain_lr=1e-3, writer=writer)
+    assert tconf.learning_rate == 1e-3 and tconf.tb_writer is writer
+    tconf, _ = submission.finetune(None, str(corpus), pre, 64, initialize_vanilla_model(config), finetune_lr=2e-4)
+    assert tconf.learning_rate == 2e-4 and tconf.tb_writer is None
+
+
+@pytest.mark.parametrize("extra, rates", [([], (6e-3, 6e-4)), (["--pretrain_lr", "1e-3", "--finetune_lr", "1e-4"], (1e-3, 1e-4)),
+                                          (["--pretrain_lr", "1e-3", "--learning_rate", "5e-5"], (5e-5, 5e-5))])
+def test_run_py_learning_rate_flags(extra, rates, tiny_setup):
+    import run
+    pre, corpus, _ = tiny_setup
+    got = []
+    for function in ("pretrain", "finetune"):
+        args = run.parse_args(["--function", function, "--variant", "rope", "--pretrain_corpus_path", "w",
+                               "--finetune_corpus_path", str(corpus), "--writing_params_path", "p",
+                               "--n_layer", "1", "--n_embd", "16", "--n_head", "2"] + extra)
+        model = run.build_model(args, pre)
+        if function == "pretrain":
+            tconf, _ = submission.pretrain(pre, 64, model, pretrain_lr=args.pretrain_lr)
+        else:
+            tconf, _ = submission.finetune(None, str(corpus), pre, 64, model, finetune_lr=args.finetune_lr)
+        run.configure(tconf, args, "p", [])
+        got.append(tconf.learning_rate)
+    assert tuple(got) == rates
+
+
+@pytest.mark.parametrize("variant, flags, message", [
+    ("rope", ["--n_embd", "18", "--n_head", "6"], "head width n_embd / n_head = 3 must be even"),
+    ("perceiver", ["--bottleneck_dim", "200"], "bottleneck_dim must be in [1, block_size = 128], not 200"),
+    ("perceiver", ["--n_layer", "1"], "the perceiver needs n_layer >= 2"),
+    ("synthesiser", [], "invalid choice: 'synthesiser'"),
+])
+def test_run_py_refuses_a_config_the_variant_cannot_build(variant, flags, message, capsys):
+    import run
+    with pytest.raises(SystemExit) as e:
+        run.parse_args(["--function", "pretrain", "--variant", variant, "--pretrain_corpus_path", "w",
+                        "--writing_params_path", "p"] + flags)
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_perceiver_bottleneck_flag_reaches_the_model():
+    import run
+    args = run.parse_args(["--function", "pretrain", "--variant", "perceiver", "--pretrain_corpus_path", "w",
+                           "--writing_params_path", "p", "--n_layer", "3", "--n_embd", "16", "--n_head", "2",
+                           "--bottleneck_dim", "7"])
+    model = run.build_model(args, CharCorruptionDataset("Some text here.\nAnd more of it.", 16))
+    assert tuple(model.down_block.C.shape) == (1, 7, 16) and tuple(model.blocks[0].attn.mask.shape) == (1, 1, 7, 7)
+
+
+def test_params_of_another_edition_are_named(tmp_path):
+    for written, loaded in (("rope", "vanilla"), ("perceiver", "rope"), ("vanilla", "perceiver")):
+        path = tmp_path / f"{written}.params"
+        torch.save(build(written, tiny_config()).state_dict(), path)
+        with pytest.raises(helper.ParamsError, match=f"it is a {written} model, this run builds {loaded}"):
+            helper.load_params(build(loaded, tiny_config()), str(path))
