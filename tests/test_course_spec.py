@@ -935,3 +935,24 @@ def test_params_of_another_edition_are_named(tmp_path):
         torch.save(build(written, tiny_config()).state_dict(), path)
         with pytest.raises(helper.ParamsError, match=f"it is a {written} model, this run builds {loaded}"):
             helper.load_params(build(loaded, tiny_config()), str(path))
+
+
+def test_readme_variant_table_agrees_with_the_registry():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").split("\n")
+    head = lines.index(next(l for l in lines if l.startswith("| variant | editions | stages |")))
+    rows = {}
+    for line in lines[head + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0]] = cells
+    assert list(rows) == list(VARIANTS)
+    pct = lambda x: "-" if x is None else f">= {100 * x:.1f}%"  # noqa: E731
+    for name, v in VARIANTS.items():
+        _, editions, stages, params, thresholds, expects = rows[name]
+        assert editions == v.editions and stages == f"`{name}_*`"
+        assert int(params.split()[0].replace(",", "")) == COURSE_PARAMS[name]
+        assert thresholds == f"{pct(v.dev_threshold)} / {pct(v.test_threshold)}"
+        assert (expects != "") == (v.expectation is not None)
+        if v.expectation:
+            assert expects in v.expectation
