@@ -238,14 +238,16 @@ class GPT(nn.Module):
     def packed_loss(self, packing):
         """The loss forward() gives for the batch `packing` was made from, without its padding.
 
-        The Perceiver's bottleneck mixes positions in every layer, so it runs each length
-        group whole (trimmed to the group's last target, which changes nothing as it is
-        causal) and only its logits are packed.
+        The Perceiver's bottleneck mixes positions in every layer and costs the same for
+        short rows as for long ones, so it runs the batch in one piece, trimmed to its
+        longest row (which changes nothing, as it is causal), and packs only the logits.
         """
         if self.config.perceiver:
-            groups = [x[..., 0] for x in packing.unpack(packing.tokens[:, None])]
-            logits = packing.pack([self(x)[0] for x in groups])
-            return cross_entropy(logits, packing.targets)
+            width = max(t for _, t in packing.shapes)
+            groups = [F.pad(x[..., 0], (0, width - x.size(1))) for x in packing.unpack(packing.tokens[:, None])]
+            logits = self(torch.cat(groups))[0].split([b for b, _ in packing.shapes])
+            return cross_entropy(packing.pack([g[:, :t] for g, (_, t) in zip(logits, packing.shapes)]),
+                                 packing.targets)
         x = self.tok_emb(packing.tokens)
         if self.pos_emb is not None:
             x = x + self.pos_emb[0, packing.pos]
