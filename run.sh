@@ -12,8 +12,13 @@ TRAIN="$DATA/birth_places_train.tsv"
 DEV="$DATA/birth_dev.tsv"
 TEST="$DATA/birth_test_inputs.tsv"
 
+# The attention variants, as in src/submission/variants.py (a test keeps the two equal);
+# each has the stages <variant>_pretrain, _finetune_with_pretrain, _eval_{dev,test}_with_pretrain.
+VARIANTS="vanilla synthesizer rope perceiver"
+
 usage() {
-  cat >&2 <<'EOF'
+  {
+    cat <<'EOF'
 usage: ./run.sh STAGE [extra flags for src/run.py]
 
 main jobs:
@@ -25,14 +30,13 @@ course stages (course hyperparameters; params and predictions go to src/submissi
   vanilla_finetune_without_pretrain   (also: vanilla_finetime_without_pretrain)
   vanilla_eval_dev_without_pretrain
   vanilla_eval_test_without_pretrain
-  vanilla_pretrain
-  vanilla_finetune_with_pretrain
-  vanilla_eval_dev_with_pretrain
-  vanilla_eval_test_with_pretrain
-  synthesizer_pretrain
-  synthesizer_finetune_with_pretrain  (also: synthesizer_finetrain_with_pretrain)
-  synthesizer_eval_dev_with_pretrain
-  synthesizer_eval_test_with_pretrain
+EOF
+    for v in $VARIANTS; do
+      printf '  %-35s %s\n' "${v}_pretrain" "" "${v}_finetune_with_pretrain" \
+        "$([ "$v" = synthesizer ] && echo "(also: synthesizer_finetrain_with_pretrain)")" \
+        "${v}_eval_dev_with_pretrain" "" "${v}_eval_test_with_pretrain" ""
+    done
+    cat <<'EOF'
   london_baseline                     dev accuracy of always answering the most common training place
 other:
   setup                               install torch, numpy, tqdm, pytest into .venv unless present
@@ -41,6 +45,7 @@ other:
   bench                               training and evaluation speed: fast path vs plain fp32 eager
   grader [TEST_ID]                    src/grader.py
 EOF
+  } | sed 's/ *$//' >&2
   exit 2
 }
 
@@ -75,6 +80,39 @@ runpy() { "$PY" "$SRC/run.py" "$@"; }
 stage="${1:-}"
 [ -n "$stage" ] || usage
 shift
+case "$stage" in  # the course handouts' misspellings
+  vanilla_finetime_without_pretrain) stage=vanilla_finetune_without_pretrain ;;
+  synthesizer_finetrain_with_pretrain) stage=synthesizer_finetune_with_pretrain ;;
+esac
+
+# A stage of the pretrained pipeline: <variant>_<step> with a known variant.
+variant_stage() {
+  v="${stage%%_*}" step="${stage#*_}"
+  case " $VARIANTS " in *" $v "*) ;; *) return 1 ;; esac
+  case "$step" in pretrain|finetune_with_pretrain|eval_dev_with_pretrain|eval_test_with_pretrain) return 0 ;; esac
+  return 1
+}
+
+if variant_stage; then
+  setup
+  case "$step" in
+    pretrain)
+      runpy --function pretrain --variant "$v" --pretrain_corpus_path "$WIKI" \
+        --writing_params_path "$SUB/$v.pretrain.params" "$@" ;;
+    finetune_with_pretrain)
+      need "$SUB/$v.pretrain.params" "${v}_pretrain"
+      runpy --function finetune --variant "$v" --pretrain_corpus_path "$WIKI" \
+        --reading_params_path "$SUB/$v.pretrain.params" --writing_params_path "$SUB/$v.finetune.params" \
+        --finetune_corpus_path "$TRAIN" "$@" ;;
+    eval_*)
+      case "$step" in eval_dev_*) split=dev; file="$DEV" ;; *) split=test; file="$TEST" ;; esac
+      need "$SUB/$v.finetune.params" "${v}_finetune_with_pretrain"
+      runpy --function evaluate --variant "$v" --pretrain_corpus_path "$WIKI" \
+        --reading_params_path "$SUB/$v.finetune.params" --eval_corpus_path "$file" \
+        --outputs_path "$SUB/$v.pretrain.$split.predictions" "$@" ;;
+  esac
+  exit
+fi
 
 case "$stage" in
   setup) setup; echo "python: $PY" ;;
@@ -95,7 +133,7 @@ case "$stage" in
   london_baseline) setup; "$PY" "$SRC/run.py" --function baseline --variant vanilla --pretrain_corpus_path "$WIKI" \
       --finetune_corpus_path "$TRAIN" --eval_corpus_path "$DEV" "$@" ;;
 
-  vanilla_finetune_without_pretrain|vanilla_finetime_without_pretrain)
+  vanilla_finetune_without_pretrain)
     setup
     runpy --function finetune --variant vanilla --pretrain_corpus_path "$WIKI" \
       --writing_params_path "$SUB/vanilla.model.params" --finetune_corpus_path "$TRAIN" "$@" ;;
@@ -110,23 +148,6 @@ case "$stage" in
       --reading_params_path "$SUB/vanilla.model.params" --eval_corpus_path "$TEST" \
       --outputs_path "$SUB/vanilla.nopretrain.test.predictions" "$@" ;;
 
-  vanilla_pretrain|synthesizer_pretrain)
-    setup; v="${stage%%_*}"
-    runpy --function pretrain --variant "$v" --pretrain_corpus_path "$WIKI" \
-      --writing_params_path "$SUB/$v.pretrain.params" "$@" ;;
-  vanilla_finetune_with_pretrain|synthesizer_finetune_with_pretrain|synthesizer_finetrain_with_pretrain)
-    setup; v="${stage%%_*}"
-    need "$SUB/$v.pretrain.params" "${v}_pretrain"
-    runpy --function finetune --variant "$v" --pretrain_corpus_path "$WIKI" \
-      --reading_params_path "$SUB/$v.pretrain.params" --writing_params_path "$SUB/$v.finetune.params" \
-      --finetune_corpus_path "$TRAIN" "$@" ;;
-  vanilla_eval_dev_with_pretrain|synthesizer_eval_dev_with_pretrain|vanilla_eval_test_with_pretrain|synthesizer_eval_test_with_pretrain)
-    setup; v="${stage%%_*}"
-    case "$stage" in *_dev_*) split=dev; file="$DEV" ;; *) split=test; file="$TEST" ;; esac
-    need "$SUB/$v.finetune.params" "${v}_finetune_with_pretrain"
-    runpy --function evaluate --variant "$v" --pretrain_corpus_path "$WIKI" \
-      --reading_params_path "$SUB/$v.finetune.params" --eval_corpus_path "$file" \
-      --outputs_path "$SUB/$v.pretrain.$split.predictions" "$@" ;;
   *)
     echo "error: unknown stage '$stage'" >&2
     usage ;;

@@ -5,7 +5,7 @@ command, after warm-up (training: each path in its own process, alternating; eva
 in this process); each figure is the median of several repeats, and the ratio between the
 paths is what to read (absolute CPU times vary from run to run).
 
-    ./run.sh bench                # both variants, training and evaluation
+    ./run.sh bench                # every variant (variants.py), training and evaluation
     ./run.sh bench --quick        # fewer repeats
 """
 
@@ -25,8 +25,10 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from submission import dataset as ds  # noqa: E402
+from submission import variants  # noqa: E402
 from submission.attention import reference_path  # noqa: E402
-from submission.model import GPT, GPTConfig  # noqa: E402
+from submission.helper import build  # noqa: E402
+from submission.model import GPTConfig  # noqa: E402
 from submission.trainer import cpu_length_groups, decay_groups, forward_backward, packed_batch, whole_batch  # noqa: E402
 from submission.utils import autocast_context, greedy_decode, resolve_precision, sample  # noqa: E402
 
@@ -40,8 +42,17 @@ def matmul_peak(dtype, n=2048, repeats=5):
     return 2 * n ** 3 / min(timed(lambda: a @ b) for _ in range(repeats))
 
 
+def course_model(variant, vocab_size):
+    """The course's 4 x 8 x 256 model, block 128 (the Perceiver with the course's m = 32)."""
+    return build(variant, GPTConfig(vocab_size, 128, n_layer=4, n_head=8, n_embd=256))
+
+
 def flops_per_token(model, T):
-    """Training FLOPs per token: 6 per matmul weight, plus the two T x T attention products."""
+    """Training FLOPs per token: 6 per matmul weight, plus the two T x T attention products.
+
+    For the Perceiver an upper bound: its middle blocks and parts of the down and up
+    blocks run on the m bottleneck slots, not on the T positions.
+    """
     c = model.config
     weights = sum(p.numel() for n, p in model.named_parameters()
                   if p.dim() == 2 and not n.endswith(("tok_emb.weight", "w2")))
@@ -72,7 +83,7 @@ def training_setup(variant, wiki, batch_size):
     torch.manual_seed(0)
     random.seed(0)
     data = ds.CharCorruptionDataset(wiki, 128)
-    model = GPT(GPTConfig(data.vocab_size, 128, n_layer=4, n_head=8, n_embd=256, attention=variant)).train()
+    model = course_model(variant, data.vocab_size).train()
     rows = [data[i % len(data)] for i in random.sample(range(len(data)), batch_size)]
     x = torch.randint(2, data.vocab_size, (batch_size, 127))
     return model, rows, list(zip(x, torch.roll(x, -1, 1)))
@@ -120,7 +131,7 @@ def bench_training(variant, wiki, batch_size, repeats, precision, rounds):
 
 def bench_eval(variant, vocab, questions, one_at_a_time, precision):
     torch.manual_seed(0)
-    model = GPT(GPTConfig(len(vocab.stoi), 128, n_layer=4, n_head=8, n_embd=256, attention=variant)).eval()
+    model = course_model(variant, len(vocab.stoi)).eval()
     prompts = [vocab.encode(vocab.encodable(q)[0] + ds.MASK_CHAR) for q in questions]
     mask_id = vocab.stoi[ds.MASK_CHAR]
     greedy_decode(model, prompts[:8], 32, stop_id=mask_id, precision=precision)  # warm-up
@@ -139,7 +150,7 @@ def main():
     argp.add_argument("--quick", action="store_true", help="fewer repeats and questions")
     argp.add_argument("--batch_size", type=int, default=128)
     argp.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto")
-    argp.add_argument("--variants", nargs="+", default=["vanilla", "synthesizer"])
+    argp.add_argument("--variants", nargs="+", choices=list(variants.VARIANTS), default=list(variants.VARIANTS))
     argp.add_argument("--json", default=None, help="also write the results here")
     args = argp.parse_args()
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Grading harness for the assignment, test ids after the handout's parts (1c .. 1g).
+"""Grading harness for the assignment, test ids after the handouts' parts (1c .. 1g; 1h RoPE, 1i Perceiver).
 
     cd src && python grader.py             # every test
     python grader.py 1e-0-basic            # one test
@@ -38,7 +38,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import submission  # noqa: E402
-from submission import helper, utils  # noqa: E402
+from submission import helper, utils, variants  # noqa: E402
 from submission import trainer as trainer_mod  # noqa: E402
 
 torch.set_num_threads(1)  # tiny models: one thread is fastest, and immune to a busy machine
@@ -48,7 +48,6 @@ MASK = "\u2047"
 TIME_LIMIT_S = 60  # per test
 COURSE = dict(n_layer=4, n_head=8, n_embd=256)
 BLOCK = 128
-DEV_THRESHOLD = {"vanilla": 0.10, "synthesizer": 0.05}
 
 
 # --- the harness ---------------------------------------------------------------------------------
@@ -183,9 +182,10 @@ def tiny_config(vocab_size=24, block_size=16, n_layer=2, n_head=2, n_embd=16, **
 
 
 def build(variant, config):
-    if variant == "vanilla":
-        return submission.initialize_vanilla_model(config)
-    return submission.initialize_synthesizer_model(config)
+    """The variant's model by its course initialize function; an unknown name is an error.
+    The Perceiver's bottleneck: the course's m = 32, at most half the block in tiny models."""
+    options = {"bottleneck_dim": min(32, config.block_size // 2)} if variant == "perceiver" else {}
+    return helper.build(variant, config, **options)
 
 
 def scramble(module, std, seed):
@@ -378,9 +378,11 @@ def check_decoding(variant):
     model = build(variant, tiny_config(block_size=24))
     with torch.no_grad():
         model.head.weight.mul_(20.0)  # decisive argmax: no near-ties between the two decoders
-        model.pos_emb.normal_(0.0, 0.02)  # positions must matter (their initialisation is zero)
+        if model.pos_emb is not None:
+            model.pos_emb.normal_(0.0, 0.02)  # positions must matter (their initialisation is zero)
     model.eval()
-    limit = 24 if variant == "vanilla" else 23
+    limit = model.max_positions()
+    check(limit == (23 if variant == "synthesizer" else 24), f"{variant}: max_positions() is {limit}")
     rng = random.Random(1)
     prompts = [[rng.randrange(2, 24) for _ in range(n)] for n in (1, 3, 6, 11, limit - 2, limit)]
     for steps in (1, 7, 30):
@@ -433,7 +435,10 @@ def load_params_file(name, stage, variant):
                              + describe_mismatch(model.state_dict(), state))
     check(all(bool(torch.isfinite(v).all()) for v in state.values() if v.is_floating_point()),
           f"{name} holds non-finite values")
-    check(bool(state["pos_emb"].abs().sum() > 0), f"{name} looks untrained: pos_emb is still all zeros")
+    if "pos_emb" in state:
+        check(bool(state["pos_emb"].abs().sum() > 0), f"{name} looks untrained: pos_emb is still all zeros")
+    else:  # rope: no position embeddings; layer norms start at weight 1
+        check(not bool((state["ln_f.weight"] == 1).all()), f"{name} looks untrained: ln_f.weight is still all ones")
     return state, model
 
 
@@ -443,8 +448,8 @@ def describe_mismatch(want, got):
     parts = []
     if got and all(k.startswith("module.") for k in got):
         parts.append("every key starts with 'module.' (saved from a DataParallel wrapper)")
-    if any(k.endswith("attn.w2") for k in got) != any(k.endswith("attn.w2") for k in want):
-        parts.append("it is a " + ("synthesizer" if any(k.endswith("attn.w2") for k in got) else "vanilla") + " model")
+    if variants.recognise(got) is not variants.recognise(want):
+        parts.append(f"it is a {variants.recognise(got).name} model")
     if missing:
         parts.append(f"{len(missing)} missing keys, e.g. {missing[:3]}")
     if extra:
@@ -481,7 +486,7 @@ def london_baseline():
     return place, sum(a == place for a in dev) / len(dev)
 
 
-def check_dev_predictions(name, stage, threshold):
+def check_dev_predictions(name, stage, threshold, expectation=None):
     lines, rows = read_predictions(name, stage, "birth_dev.tsv")
     correct = sum(p == a for p, (_, a) in zip(lines, rows))
     accuracy = correct / len(rows)
@@ -489,14 +494,26 @@ def check_dev_predictions(name, stage, threshold):
     info = (f"dev accuracy {100 * accuracy:.1f}% ({correct}/{len(rows)}); always answering {place!r}: "
             f"{100 * baseline:.1f}%")
     if threshold is not None:
-        check(accuracy >= threshold, f"{info}; needs at least {100 * threshold:.0f}%")
-        info += f"; threshold {100 * threshold:.0f}%"
+        check(accuracy >= threshold, f"{info}; needs at least {100 * threshold:.1f}%")
+        info += f"; threshold {100 * threshold:.1f}%"
+    if expectation:
+        info += f"; expected by {expectation}"
     return info
 
 
-def check_test_predictions(name, stage):
+def check_test_predictions(name, stage, threshold=None):
+    """One prediction per test question; with data/birth_test.tsv (our world's answers), the accuracy."""
     lines, rows = read_predictions(name, stage, "birth_test_inputs.tsv")
-    return f"{len(lines)} predictions for {len(rows)} test questions"
+    info = f"{len(lines)} predictions for {len(rows)} test questions"
+    answers_path = os.path.join(DATA, "birth_test.tsv")
+    if threshold is None or not os.path.exists(answers_path):
+        return info
+    answered = eval_rows("birth_test.tsv")
+    check([q for q, _ in answered] == [q for q, _ in rows], "data/birth_test.tsv does not hold the test questions")
+    accuracy = sum(p == a for p, (_, a) in zip(lines, answered)) / len(rows)
+    info += f"; test accuracy {100 * accuracy:.1f}%"
+    check(accuracy >= threshold, f"{info}; needs at least {100 * threshold:.1f}%")
+    return info + f"; threshold {100 * threshold:.1f}%"
 
 
 def check_reproduces(variant, params, params_stage, preds, preds_stage, n=50):
@@ -817,7 +834,7 @@ def _():
 @test("1f-2-hidden", 4, "vanilla.pretrain.dev.predictions: one per dev question, accuracy >= 10%")
 def _():
     return check_dev_predictions("vanilla.pretrain.dev.predictions", "vanilla_eval_dev_with_pretrain",
-                                 DEV_THRESHOLD["vanilla"])
+                                 variants.VARIANTS["vanilla"].dev_threshold)
 
 
 @test("1f-3-hidden", 1, "vanilla.pretrain.test.predictions: one per test question")
@@ -896,7 +913,7 @@ def _():
 @test("1g-2-hidden", 2, "synthesizer.pretrain.dev.predictions: one per dev question, accuracy >= 5%")
 def _():
     return check_dev_predictions("synthesizer.pretrain.dev.predictions", "synthesizer_eval_dev_with_pretrain",
-                                 DEV_THRESHOLD["synthesizer"])
+                                 variants.VARIANTS["synthesizer"].dev_threshold)
 
 
 @test("1g-3-hidden", 1, "synthesizer.pretrain.test.predictions: one per test question")
@@ -908,6 +925,195 @@ def _():
 def _():
     return check_reproduces("synthesizer", "synthesizer.finetune.params", "synthesizer_finetune_with_pretrain",
                             "synthesizer.pretrain.dev.predictions", "synthesizer_eval_dev_with_pretrain")
+
+# --- 1h: rotary position embeddings, the 2024-25 editions (14 points) -------------------------------
+
+def rope_angles(T, dim):
+    return torch.tensor([[t * 10000.0 ** (-2 * i / dim) for i in range(dim // 2)] for t in range(T)],
+                        dtype=torch.float64)
+
+
+def rotate_complex(x, angles):
+    """Each pair (x_2i, x_2i+1) as a complex number, times cos + i sin of its angle."""
+    z = torch.complex(x[..., 0::2], x[..., 1::2]) * torch.polar(torch.ones_like(angles), angles)
+    out = torch.empty_like(x)
+    out[..., 0::2], out[..., 1::2] = z.real, z.imag
+    return out
+
+
+def check_new_model(variant, params, shapes):
+    """The course-size model on the course's 256 ids: its parameter count and some state_dict shapes."""
+    model = build(variant, submission.GPTConfig(256, 128, **COURSE))
+    n = sum(p.numel() for p in model.parameters())
+    check(n == params, f"the course's {variant} model has {params:,} parameters, this one {n:,}")
+    got = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    for key, shape in shapes.items():
+        check(got.get(key) == shape, f"{variant} state_dict: {key} is {got.get(key)}, expected {shape}")
+    return model
+
+
+@test("1h-0-basic", 3, "precompute_rotary_emb / apply_rotary_emb: (cos, sin) of t*10000^(-2i/d), complex rotation")
+def _():
+    dim, P = 8, 16
+    cache = submission.precompute_rotary_emb(dim, P)
+    check(tuple(cache.shape) == (P, dim // 2, 2), f"rope cache shape {tuple(cache.shape)}, expected {(P, dim // 2, 2)}")
+    angles = rope_angles(P, dim)
+    err = float((cache.double() - torch.stack([angles.cos(), angles.sin()], -1)).abs().max())
+    check(err < 1e-6, f"rope cache differs from (cos t*theta_i, sin t*theta_i) by {err:.2e}")
+    for T in (1, 5, P):
+        x = torch.randn(2, 3, T, dim, dtype=torch.float64)
+        err = float((submission.apply_rotary_emb(x, cache.double()) - rotate_complex(x, angles[:T])).abs().max())
+        check(err < 1e-5, f"apply_rotary_emb differs from the complex rotation by {err:.2e} at T={T}")
+    config = submission.GPTConfig(30, 10, n_layer=1, n_head=4, n_embd=16, attn_pdrop=0.0, resid_pdrop=0.0, rope=True)
+    att = scramble(submission.CausalSelfAttention(config).double(), 0.6, 1).eval()
+    X = torch.randn(2, 7, 16, dtype=torch.float64)
+    heads = []
+    for i in range(4):
+        rows = slice(4 * i, 4 * i + 4)
+        q = rotate_complex(X @ att.query.weight[rows].T + att.query.bias[rows], rope_angles(7, 4))
+        k = rotate_complex(X @ att.key.weight[rows].T + att.key.bias[rows], rope_angles(7, 4))
+        heads.append(causal_softmax(q @ k.transpose(-1, -2) / 2.0) @ (X @ att.value.weight[rows].T + att.value.bias[rows]))
+    err = float((att(X) - (torch.cat(heads, -1) @ att.proj.weight.T + att.proj.bias)).abs().max())
+    check(err < 1e-5, f"rope attention differs from softmax((R q)(R k)^T / sqrt(d/h)) v by {err:.2e}")
+
+
+@test("1h-1-basic", 2, "rope model: no pos_emb, a rope_cache buffer per block, 3,290,624 parameters; odd head width refused")
+def _():
+    shapes = {f"blocks.{i}.attn.rope_cache": (128, 16, 2) for i in range(4)}
+    model = check_new_model("rope", 3_290_624, shapes)
+    check("pos_emb" not in model.state_dict(), "the rope model must not have pos_emb")
+    try:
+        submission.initialize_rope_model(tiny_config(n_embd=18, n_head=6))
+    except ValueError as e:
+        check("even" in str(e), f"the error for an odd head width does not say it must be even: {e}")
+    else:
+        raise AssertionError("a rope model with an odd head width (3) was built")
+
+
+@test("1h-2-basic", 2, "rope: batched greedy decoding (key/value cache) equals sample(); checkpoints round trip")
+def _():
+    check_decoding("rope")
+    with tempfile.TemporaryDirectory() as tmp:
+        check_round_trip("rope", tmp)
+
+
+# --- 1i: the Perceiver, the 2023-24 editions (14 points) --------------------------------------------
+
+def cross_reference(att, x_kv, x_q, n_head, block):
+    d = x_q.shape[-1] // n_head
+    keep = torch.ones(block, block, dtype=torch.bool).tril()[:x_q.shape[1], :x_kv.shape[1]]
+    heads = []
+    for i in range(n_head):
+        rows = slice(i * d, (i + 1) * d)
+        q = x_q @ att.query.weight[rows].T + att.query.bias[rows]
+        k = x_kv @ att.key.weight[rows].T + att.key.bias[rows]
+        v = x_kv @ att.value.weight[rows].T + att.value.bias[rows]
+        heads.append(torch.softmax((q @ k.transpose(-1, -2) / math.sqrt(d)).masked_fill(~keep, float("-inf")), -1) @ v)
+    return torch.cat(heads, -1) @ att.proj.weight.T + att.proj.bias
+
+
+def layer_norm(x, ln):
+    return F.layer_norm(x, x.shape[-1:], ln.weight, ln.bias, ln.eps)
+
+
+def mlp_reference(x, mlp):
+    h = x @ mlp[0].weight.T + mlp[0].bias
+    return (0.5 * h * (1 + torch.erf(h / math.sqrt(2)))) @ mlp[2].weight.T + mlp[2].bias
+
+
+def perceiver_tiny(m=5):
+    return submission.GPTConfig(30, 10, n_layer=3, n_head=4, n_embd=16, attn_pdrop=0.0, resid_pdrop=0.0,
+                                perceiver=True, bottleneck_dim=m)
+
+
+@test("1i-0-basic", 3, "CausalCrossAttention: q from x_q, k and v from x_kv, mask tril[:Tq, :Tk], batch broadcast")
+def _():
+    att = scramble(submission.CausalCrossAttention(perceiver_tiny()).double(), 0.6, 2).eval()
+    for Tq, Tk, Bq, Bkv in ((4, 9, 1, 3), (9, 4, 3, 1), (10, 10, 2, 2)):
+        x_kv = torch.randn(Bkv, Tk, 16, dtype=torch.float64)
+        x_q = torch.randn(Bq, Tq, 16, dtype=torch.float64)
+        got = att(x_kv, x_q)
+        check(tuple(got.shape) == (max(Bq, Bkv), Tq, 16), f"cross-attention output {tuple(got.shape)}")
+        err = float((got - cross_reference(att, x_kv, x_q, 4, 10)).abs().max())
+        check(err < 1e-9, f"cross-attention differs from the formula by {err:.2e} (Tq={Tq}, Tk={Tk})")
+
+
+@test("1i-1-basic", 3, "DownProjectBlock: C + attn(x, ln1(C)), then + mlp(ln2); UpProjectBlock: x + attn(ln1(y), x), + mlp")
+def _():
+    down = submission.DownProjectBlock(perceiver_tiny()).double()
+    check(tuple(down.C.shape) == (1, 5, 16), f"C has shape {tuple(down.C.shape)}, expected (1, bottleneck_dim, n_embd)")
+    bound = math.sqrt(6 / (5 * 16 + 16))
+    check(0.7 * bound < float(down.C.abs().max()) <= bound, "C must be xavier-uniform initialised")
+    scramble(down, 0.5, 3).eval()
+    up = scramble(submission.UpProjectBlock(perceiver_tiny()).double(), 0.5, 4).eval()
+    x = torch.randn(2, 8, 16, dtype=torch.float64)
+    y = down.C + cross_reference(down.attn, x, layer_norm(down.C, down.ln1), 4, 10)
+    y = y + mlp_reference(layer_norm(y, down.ln2), down.mlp)
+    err = float((down(x) - y).abs().max())
+    check(err < 1e-9, f"DownProjectBlock differs from the definition by {err:.2e}")
+    out = x + cross_reference(up.attn, layer_norm(y, up.ln1), x, 4, 10)
+    out = out + mlp_reference(layer_norm(out, up.ln2), up.mlp)
+    err = float((up(y, x) - out).abs().max())
+    check(err < 1e-9, f"UpProjectBlock differs from the definition by {err:.2e}")
+
+
+@test("1i-2-basic", 2, "perceiver model: down_block, blocks on m slots, up_block, 3,331,584 parameters at m = 32; decoding")
+def _():
+    shapes = {"down_block.C": (1, 32, 256), "blocks.0.attn.mask": (1, 1, 32, 32), "blocks.1.attn.mask": (1, 1, 32, 32),
+              "up_block.attn.mask": (1, 1, 128, 128), "down_block.attn.query.weight": (256, 256)}
+    model = check_new_model("perceiver", 3_331_584, shapes)
+    check(len(model.blocks) == 2, f"the course's perceiver has n_layer - 2 = 2 middle blocks, this one {len(model.blocks)}")
+    check_decoding("perceiver")
+    with tempfile.TemporaryDirectory() as tmp:
+        check_round_trip("perceiver", tmp)
+
+
+def register_deliverables(part, variant):
+    """The hidden tests of a pretrained variant's four deliverables, thresholds from the registry."""
+    v = variants.VARIANTS[variant]
+    stage = dict(zip(("pretrain", "finetune", "dev", "test"), v.stages()[-4:]))
+
+    @test(f"{part}-0-hidden", 1, f"{variant}.pretrain.params loads into the course {variant} model, trained")
+    def _():
+        load_params_file(f"{variant}.pretrain.params", stage["pretrain"], variant)
+
+    @test(f"{part}-1-hidden", 1, f"{variant}.finetune.params loads into the course {variant} model, differs from pretraining")
+    def _():
+        check_finetuned(variant)
+
+    @test(f"{part}-2-hidden", 3, f"{variant}.pretrain.dev.predictions: one per dev question, "
+                                 f"accuracy >= {100 * v.dev_threshold:.1f}%")
+    def _():
+        return check_dev_predictions(f"{variant}.pretrain.dev.predictions", stage["dev"], v.dev_threshold,
+                                     v.expectation)
+
+    @test(f"{part}-3-hidden", 1, f"{variant}.pretrain.test.predictions: one per test question"
+                                 f" (accuracy >= {100 * v.test_threshold:.1f}% where answers exist)")
+    def _():
+        return check_test_predictions(f"{variant}.pretrain.test.predictions", stage["test"], v.test_threshold)
+
+    @test(f"{part}-4-hidden", 1, f"{variant} dev predictions are what {variant}.finetune.params answers")
+    def _():
+        return check_reproduces(variant, f"{variant}.finetune.params", stage["finetune"],
+                                f"{variant}.pretrain.dev.predictions", stage["dev"])
+
+
+register_deliverables("1h", "rope")
+register_deliverables("1i", "perceiver")
+
+
+@test("1j-0-basic", 1, "build() knows every variant of the registry and refuses any other name")
+def _():
+    for name in variants.VARIANTS:
+        model = build(name, tiny_config(n_layer=3))
+        check(model.config.variant == name, f"build({name!r}) made a {model.config.variant} model")
+    try:
+        build("synthesiser", tiny_config())
+    except ValueError as e:
+        check("synthesiser" in str(e), f"the error does not name the unknown variant: {e}")
+    else:
+        raise AssertionError("build('synthesiser') returned a model instead of failing")
+
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 Generates a small world with data/generate.py, then runs every course stage through run.py
 with the quick preset below (the course stages themselves keep the course's
 hyperparameters): most-common-place baseline, vanilla without pretraining, vanilla
-pretrain -> finetune, synthesizer pretrain -> finetune, each evaluated on dev and test.
-Ends with a table and out/quickstart/results.json.
+pretrain -> finetune, synthesizer pretrain -> finetune, each evaluated on dev and test
+(`--variants` picks the pretrained variants from the registry, variants.py: also rope
+and perceiver). Ends with a table and out/quickstart/results.json.
 
 The world has mention lines: each person is also named, with the birth place, in lines
 about something else.  Without them a model this small files each fact under the name's
@@ -30,6 +31,7 @@ sys.path.insert(0, os.path.join(ROOT, "data"))
 
 import generate  # noqa: E402
 import run  # noqa: E402
+from submission import variants  # noqa: E402
 
 # Measured choices; see README "The quick preset" for what was tried.
 QUICK = dict(
@@ -39,6 +41,7 @@ QUICK = dict(
     finetune_epochs=30, finetune_batch=32, finetune_lr=6e-4,  # without pretraining
     finetune_pre_epochs=10,  # with pretraining
     finetune_dropout=0.1,
+    bottleneck_dim=32,  # the Perceiver's m (2023-24 editions), when --variants includes it
     num_workers=0,  # two cores: a loader process would take one from the model
     train_seed=0,  # run.py --seed: initialisation, batch order, corruption and dropout
 )
@@ -60,14 +63,16 @@ def recall(params, variant, p, data):
     positions 0, 1, 2, ..." does not, and no finetuning on questions can reach it.
     """
     from submission import dataset as ds
-    from submission.model import GPT, GPTConfig
+    from submission.helper import build
+    from submission.model import GPTConfig
     from submission.utils import greedy_decode
 
     with open(os.path.join(data, "wiki.txt"), encoding="utf-8") as f:
         docs = f.read().split("\n")
     vocab = ds.Vocabulary("\n".join(docs))
-    model = GPT(GPTConfig(len(vocab.stoi), p["block_size"], n_layer=p["n_layer"], n_head=p["n_head"],
-                          n_embd=p["n_embd"], attention=variant))
+    options = {k: p[k] for k in variants.VARIANTS[variant].options}
+    model = build(variant, GPTConfig(len(vocab.stoi), p["block_size"], n_layer=p["n_layer"], n_head=p["n_head"],
+                                     n_embd=p["n_embd"]), **options)
     model.load_state_dict(torch.load(params, map_location="cpu", weights_only=True))
     with open(os.path.join(data, "birth_dev.tsv"), encoding="utf-8") as f:
         rows = ds.split_rows(f.read(), "birth_dev.tsv")
@@ -103,7 +108,8 @@ def main():
                       help="run on the wiki.txt, birth_places_train.tsv and birth_dev.tsv (and birth_test.tsv, "
                            "if present) in DIR instead of generating a world")
     argp.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override a preset value")
-    argp.add_argument("--variants", nargs="+", default=["vanilla", "synthesizer"])
+    argp.add_argument("--variants", nargs="+", choices=list(variants.VARIANTS), default=["vanilla", "synthesizer"],
+                      help="the pretrained variants to run (default: %(default)s)")
     argp.add_argument("--precision", default="auto")
     argp.add_argument("--quiet", action="store_true")
     argp.add_argument("--reference_path", action="store_true",
@@ -127,7 +133,8 @@ def main():
     splits = [("dev", dev)] + [("test", test)] * os.path.exists(test)
     common = ["--pretrain_corpus_path", wiki, "--n_layer", str(p["n_layer"]), "--n_head", str(p["n_head"]),
               "--n_embd", str(p["n_embd"]), "--block_size", str(p["block_size"]),
-              "--num_workers", str(p["num_workers"]), "--precision", args.precision, "--seed", str(p["train_seed"])]
+              "--num_workers", str(p["num_workers"]), "--precision", args.precision, "--seed", str(p["train_seed"]),
+              "--bottleneck_dim", str(p["bottleneck_dim"])]
     common += ["--quiet"] * args.quiet + ["--reference_path"] * args.reference_path
     results, timings = {}, {}
 

@@ -25,8 +25,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from submission import dataset as ds  # noqa: E402
-from submission.helper import (ParamsError, finetune, initialize_synthesizer_model,  # noqa: E402
-                               initialize_vanilla_model, load_params, pretrain, train)
+from submission import variants  # noqa: E402
+from submission.helper import INITIALIZE, ParamsError, finetune, load_params, pretrain, train  # noqa: E402
 from submission.attention import reference_path  # noqa: E402
 from submission.model import GPTConfig  # noqa: E402
 from submission.trainer import RECIPES, CheckpointError, NonFiniteLoss  # noqa: E402
@@ -37,7 +37,6 @@ COURSE_MODEL = dict(n_layer=4, n_head=8, n_embd=256)
 BLOCK_SIZE = 128
 MIN_BLOCK_SIZE = 9  # a corrupted document (4 to 7/8 of the block characters) and its two masks must fit
 ANSWER_STEPS = 32  # characters the course samples after the question
-INITIALIZE = {"vanilla": initialize_vanilla_model, "synthesizer": initialize_synthesizer_model}
 
 
 class UserError(Exception):
@@ -52,7 +51,11 @@ def build_parser():
     argp.add_argument("corpus_pos", nargs="?", metavar="pretrain_corpus_path", help=argparse.SUPPRESS)
     argp.add_argument("--function", choices=["pretrain", "finetune", "evaluate", "baseline"],
                       help="baseline: accuracy of always answering the finetuning set's most common place")
-    argp.add_argument("--variant", choices=list(INITIALIZE))
+    argp.add_argument("--variant", choices=list(variants.VARIANTS))
+    argp.add_argument("--bottleneck_dim", type=int, default=variants.VARIANTS["perceiver"].options["bottleneck_dim"],
+                      help="the perceiver's number of bottleneck slots m (2023-24 editions)")
+    argp.add_argument("--pretrain_lr", type=float, default=6e-3, help="pretraining learning rate")
+    argp.add_argument("--finetune_lr", type=float, default=6e-4, help="finetuning learning rate")
     argp.add_argument("--pretrain_corpus_path", default=None)
     argp.add_argument("--reading_params_path", default=None)
     argp.add_argument("--writing_params_path", default=None)
@@ -84,7 +87,8 @@ def build_parser():
     size = argp.add_argument_group("model size and schedule (default: the course's)")
     for name in ("n_layer", "n_head", "n_embd", "block_size", "max_epochs", "batch_size", "num_workers"):
         size.add_argument(f"--{name}", type=int, default=None)
-    size.add_argument("--learning_rate", type=float, default=None)
+    size.add_argument("--learning_rate", type=float, default=None,
+                      help="overrides --pretrain_lr and --finetune_lr for this stage")
     size.add_argument("--dropout", type=float, default=None,
                       help="embedding, attention and residual dropout rate (course: 0.1)")
     size.add_argument("--eval_batch_size", type=int, default=256)
@@ -111,8 +115,8 @@ def parse_args(argv=None):
     args.pretrain_corpus_path = args.pretrain_corpus_path or args.corpus_pos
     if args.function not in ("pretrain", "finetune", "evaluate", "baseline"):
         argp.error("--function must be one of pretrain, finetune, evaluate, baseline")
-    if args.variant not in INITIALIZE and args.function != "baseline":
-        argp.error(f"--variant must be one of {', '.join(INITIALIZE)}")
+    if args.variant not in variants.VARIANTS and args.function != "baseline":
+        argp.error(f"--variant must be one of {', '.join(variants.VARIANTS)}")
     needed = {"pretrain": ["pretrain_corpus_path", "writing_params_path"],
               "finetune": ["pretrain_corpus_path", "finetune_corpus_path", "writing_params_path"],
               "evaluate": ["pretrain_corpus_path", "reading_params_path", "eval_corpus_path", "outputs_path"],
@@ -129,8 +133,15 @@ def parse_args(argv=None):
         argp.error(f"--n_embd ({n_embd}) must be a multiple of --n_head ({n_head})")
     if args.dropout is not None and not 0 <= args.dropout < 1:
         argp.error(f"--dropout must be in [0, 1), not {args.dropout}")
-    if args.learning_rate is not None and not args.learning_rate > 0:
-        argp.error(f"--learning_rate must be positive, not {args.learning_rate}")
+    for name in ("learning_rate", "pretrain_lr", "finetune_lr"):
+        if getattr(args, name) is not None and not getattr(args, name) > 0:
+            argp.error(f"--{name} must be positive, not {getattr(args, name)}")
+    if args.variant in variants.VARIANTS:
+        config = variants.configure(GPTConfig(0, args.block_size or BLOCK_SIZE, **model_sizes(args)), args.variant,
+                                    **variant_options(args))
+        problem = variants.VARIANTS[args.variant].check(config)
+        if problem:
+            argp.error(problem)
     return args
 
 
@@ -185,12 +196,21 @@ def git_revision():
         return None
 
 
-def build_model(args, pretrain_dataset):
+def model_sizes(args):
     sizes = {k: getattr(args, k) or v for k, v in COURSE_MODEL.items()}
     if args.dropout is not None:
         sizes.update(embd_pdrop=args.dropout, attn_pdrop=args.dropout, resid_pdrop=args.dropout)
-    mconf = GPTConfig(pretrain_dataset.vocab_size, pretrain_dataset.block_size, **sizes)
-    return INITIALIZE[args.variant](mconf)
+    return sizes
+
+
+def variant_options(args):
+    """The variant's initialize_*_model keywords, from the flags of the same names (e.g. --bottleneck_dim)."""
+    return {k: getattr(args, k) for k in variants.VARIANTS[args.variant].options}
+
+
+def build_model(args, pretrain_dataset):
+    mconf = GPTConfig(pretrain_dataset.vocab_size, pretrain_dataset.block_size, **model_sizes(args))
+    return INITIALIZE[args.variant](mconf, **variant_options(args))
 
 
 def configure(tconf, args, params_path, data_paths):
@@ -311,12 +331,12 @@ def run(args):
         return evaluate(args, model, pretrain_dataset)
 
     if args.function == "pretrain":
-        tconf, trainer = pretrain(pretrain_dataset, block_size, model)
+        tconf, trainer = pretrain(pretrain_dataset, block_size, model, pretrain_lr=args.pretrain_lr)
         data = [args.pretrain_corpus_path]
     else:
         read_text(args.finetune_corpus_path, "finetuning corpus")
         tconf, trainer = finetune(args.reading_params_path, args.finetune_corpus_path, pretrain_dataset,
-                                  block_size, model)
+                                  block_size, model, finetune_lr=args.finetune_lr)
         data = [args.pretrain_corpus_path, args.finetune_corpus_path, args.reading_params_path]
     output_dir_for(args.writing_params_path, "params file")  # every input checked: only now create it
     remove_stale_tmp(args.writing_params_path + ".ckpt")

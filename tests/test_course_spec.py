@@ -15,9 +15,11 @@ import torch
 
 import submission
 from submission import helper, trainer as trainer_mod, utils
-from submission import (CausalSelfAttention, CharCorruptionDataset, GPTConfig, NameDataset,
-                        SynthesizerAttention, Trainer, TrainerConfig, evaluate_places,
-                        initialize_synthesizer_model, initialize_vanilla_model)
+from submission import (CausalCrossAttention, CausalSelfAttention, CharCorruptionDataset, DownProjectBlock,
+                        GPTConfig, NameDataset, SynthesizerAttention, Trainer, TrainerConfig, UpProjectBlock,
+                        apply_rotary_emb, evaluate_places, initialize_perceiver_model, initialize_rope_model,
+                        initialize_vanilla_model, precompute_rotary_emb)
+from submission.variants import VARIANTS
 
 ROOT = Path(__file__).resolve().parent.parent
 COURSE = ROOT.parent / "shared" / "course-data"
@@ -68,9 +70,12 @@ def tiny_config(vocab_size=24, block_size=16, n_layer=2, n_head=2, n_embd=16, **
     return GPTConfig(vocab_size, block_size, n_layer=n_layer, n_head=n_head, n_embd=n_embd, **kw)
 
 
-def build(variant, config):
-    init = {"vanilla": initialize_vanilla_model, "synthesizer": initialize_synthesizer_model}[variant]
-    return init(config)
+# Tiny models: a Perceiver bottleneck narrower than the block, so some positions miss it.
+TINY_OPTIONS = {"perceiver": {"bottleneck_dim": 6}}
+
+
+def build(variant, config, **options):
+    return helper.INITIALIZE[variant](config, **(options or TINY_OPTIONS.get(variant, {})))
 
 
 def decisive(model, seed=0):
@@ -78,7 +83,8 @@ def decisive(model, seed=0):
     torch.manual_seed(seed)
     with torch.no_grad():
         model.head.weight.mul_(20.0)
-        model.pos_emb.normal_(0.0, 0.02)  # positions must matter (their initialisation is zero)
+        if model.pos_emb is not None:
+            model.pos_emb.normal_(0.0, 0.02)  # positions must matter (their initialisation is zero)
     return model.eval()
 
 
@@ -95,7 +101,9 @@ def scramble(model, std=0.5, seed=0):
 
 EXPORTS = ["GPT", "GPTConfig", "CharCorruptionDataset", "NameDataset", "TrainerConfig", "Trainer",
            "evaluate_places", "sample", "initialize_vanilla_model", "initialize_synthesizer_model",
-           "finetune", "pretrain", "train", "CausalSelfAttention", "SynthesizerAttention"]
+           "initialize_rope_model", "initialize_perceiver_model", "finetune", "pretrain", "train",
+           "CausalSelfAttention", "SynthesizerAttention", "CausalCrossAttention", "DownProjectBlock",
+           "UpProjectBlock", "precompute_rotary_emb", "apply_rotary_emb"]
 
 
 def test_package_exports_the_course_names():
@@ -422,40 +430,89 @@ def test_trainer_uses_groups_schedule_and_counts_every_target(tiny_setup, monkey
 # --- the model ----------------------------------------------------------------------------------
 
 def course_model(variant):
-    return build(variant, GPTConfig(256, 128, n_layer=4, n_head=8, n_embd=256))
+    """The course's size; the Perceiver with the 2023-24 default m = 32."""
+    return helper.INITIALIZE[variant](GPTConfig(256, 128, n_layer=4, n_head=8, n_embd=256))
 
 
-def expected_shapes(variant, n_layer=4, vocab=256, block=128, width=256, heads=8):
-    shapes = {"tok_emb.weight": (vocab, width), "pos_emb": (1, block, width),
-              "ln_f.weight": (width,), "ln_f.bias": (width,), "head.weight": (vocab, width)}
-    for i in range(n_layer):
-        b = f"blocks.{i}."
-        for ln in ("ln1", "ln2"):
-            shapes[f"{b}{ln}.weight"] = shapes[f"{b}{ln}.bias"] = (width,)
-        shapes[b + "mlp.0.weight"], shapes[b + "mlp.0.bias"] = (4 * width, width), (4 * width,)
-        shapes[b + "mlp.2.weight"], shapes[b + "mlp.2.bias"] = (width, 4 * width), (width,)
-        shapes[b + "attn.mask"] = (1, 1, block, block)
-        linears = ("key", "query", "value", "proj") if variant == "vanilla" else ("w1", "value", "proj")
-        for name in linears:
-            shapes[f"{b}attn.{name}.weight"], shapes[f"{b}attn.{name}.bias"] = (width, width), (width,)
-        if variant == "synthesizer":
-            shapes[b + "attn.w2"] = (width // heads, block - 1)
-            shapes[b + "attn.b2"] = (block - 1,)
+def block_shapes(prefix, width, block, linears):
+    shapes = {}
+    for ln in ("ln1", "ln2"):
+        shapes[f"{prefix}{ln}.weight"] = shapes[f"{prefix}{ln}.bias"] = (width,)
+    shapes[prefix + "mlp.0.weight"], shapes[prefix + "mlp.0.bias"] = (4 * width, width), (4 * width,)
+    shapes[prefix + "mlp.2.weight"], shapes[prefix + "mlp.2.bias"] = (width, 4 * width), (width,)
+    shapes[prefix + "attn.mask"] = (1, 1, block, block)
+    for name in linears:
+        shapes[f"{prefix}attn.{name}.weight"], shapes[f"{prefix}attn.{name}.bias"] = (width, width), (width,)
     return shapes
 
 
-@pytest.mark.parametrize("variant", ["vanilla", "synthesizer"])
+def expected_shapes(variant, n_layer=4, vocab=256, block=128, width=256, heads=8, bottleneck=32):
+    """The course's state_dict of each edition's model, written out from its handout."""
+    shapes = {"tok_emb.weight": (vocab, width), "pos_emb": (1, block, width),
+              "ln_f.weight": (width,), "ln_f.bias": (width,), "head.weight": (vocab, width)}
+    dot = ("key", "query", "value", "proj")
+    if variant == "perceiver":
+        shapes.update(block_shapes("down_block.", width, block, dot), **block_shapes("up_block.", width, block, dot))
+        shapes["down_block.C"] = (1, bottleneck, width)
+        for i in range(n_layer - 2):
+            shapes.update(block_shapes(f"blocks.{i}.", width, bottleneck, dot))
+        return shapes
+    if variant == "rope":
+        del shapes["pos_emb"]
+    for i in range(n_layer):
+        b = f"blocks.{i}."
+        shapes.update(block_shapes(b, width, block, ("w1", "value", "proj") if variant == "synthesizer" else dot))
+        if variant == "synthesizer":
+            shapes[b + "attn.w2"] = (width // heads, block - 1)
+            shapes[b + "attn.b2"] = (block - 1,)
+        if variant == "rope":
+            shapes[b + "attn.rope_cache"] = (block, width // heads // 2, 2)
+    return shapes
+
+
+# vanilla: 256*256 + 128*256 + 4 * (2*512 + 4*(256*256+256) + 256*1024+1024 + 1024*256+256) + 512 + 256*256
+# synthesizer replaces key/query (2 * 65,792) by w2 (32*127) and b2 (127) in each of 4 blocks
+# rope: vanilla without pos_emb (128*256); perceiver: vanilla with C (32*256)
+COURSE_PARAMS = {"vanilla": 3_323_392, "synthesizer": 3_076_988, "rope": 3_290_624, "perceiver": 3_331_584}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
 def test_course_model_state_dict_and_size(variant):
     model = course_model(variant)
     got = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     assert got == expected_shapes(variant)
     n_params = sum(p.numel() for p in model.parameters())
-    # vanilla: 256*256 + 128*256 + 4 * (2*512 + 4*(256*256+256) + 256*1024+1024 + 1024*256+256) + 512 + 256*256
-    # synthesizer replaces key/query (2 * 65,792) by w2 (32*127) and b2 (127) in each of 4 blocks
-    assert n_params == {"vanilla": 3_323_392, "synthesizer": 3_076_988}[variant]
-    attn = CausalSelfAttention if variant == "vanilla" else SynthesizerAttention
+    assert n_params == COURSE_PARAMS[variant]
+    attn = SynthesizerAttention if variant == "synthesizer" else CausalSelfAttention
     assert all(isinstance(b.attn, attn) for b in model.blocks)
-    assert torch.equal(model.state_dict()["blocks.0.attn.mask"][0, 0], torch.ones(128, 128).tril())
+    mask = 32 if variant == "perceiver" else 128
+    assert torch.equal(model.state_dict()["blocks.0.attn.mask"][0, 0], torch.ones(mask, mask).tril())
+    assert model.config.variant == variant
+
+
+@pytest.mark.parametrize("variant", ["rope", "perceiver"])
+def test_course_shaped_state_dict_loads_strictly_both_ways(variant, tmp_path):
+    """A state_dict with the course's names and shapes loads into ours, and ours into a course-shaped one."""
+    g = torch.Generator().manual_seed(5)
+    course = {k: torch.randn(shape, generator=g) for k, shape in expected_shapes(variant).items()}
+    for k in course:
+        if k.endswith("attn.mask"):
+            n = course[k].shape[-1]
+            course[k] = torch.ones(n, n).tril().view(1, 1, n, n)
+        if k.endswith("rope_cache"):
+            course[k] = precompute_rotary_emb(32, 128)
+    ours = course_model(variant)
+    ours.load_state_dict(course, strict=True)
+    assert all(torch.equal(v, course[k]) for k, v in ours.state_dict().items())
+    path = tmp_path / "ours.params"
+    torch.save(ours.state_dict(), path)
+    back = {k: torch.zeros(shape) for k, shape in expected_shapes(variant).items()}
+    saved = torch.load(path, weights_only=True)
+    assert set(saved) == set(back) and all(saved[k].shape == back[k].shape for k in back)
+    fresh = course_model(variant)
+    helper.load_params(fresh, str(path))
+    idx = torch.randint(2, 256, (2, 40))
+    torch.testing.assert_close(fresh.eval()(idx)[0], ours.eval()(idx)[0], rtol=0, atol=0)
 
 
 @torch.no_grad()
@@ -478,7 +535,7 @@ def test_course_model_initialisation():
         assert 0.0005 < float(w2.std()) < 0.00065  # uniform on [-0.001, 0.001]: std 0.000577
 
 
-@pytest.mark.parametrize("variant", ["vanilla", "synthesizer"])
+@pytest.mark.parametrize("variant", list(VARIANTS))
 @torch.no_grad()
 def test_loss_is_cross_entropy_ignoring_pad(variant):
     model = scramble(build(variant, tiny_config()), std=0.3).eval()
@@ -558,22 +615,191 @@ def test_causal_self_attention_matches_formula(T):
     torch.testing.assert_close(att(X), vanilla_reference(att, X), rtol=1e-9, atol=1e-10)
 
 
-def test_synthesizer_first_positions_ignore_the_future():
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_first_positions_ignore_the_future(variant):
     """Causality end to end: changing a later token never changes earlier logits."""
-    for variant in ("vanilla", "synthesizer"):
-        model = scramble(build(variant, tiny_config()), std=0.3).eval()
-        idx = torch.randint(2, 24, (1, 12))
+    model = scramble(build(variant, tiny_config()), std=0.3).eval()
+    idx = torch.randint(2, 24, (2, 15))
+    for cut in (1, 5, 8, 14):
         other = idx.clone()
-        other[0, 8:] = (other[0, 8:] + 1) % 24
+        other[:, cut:] = (other[:, cut:] + 1 - 2) % 22 + 2
         a, _ = model(idx)
         b, _ = model(other)
-        torch.testing.assert_close(a[:, :8], b[:, :8])
-        assert not torch.allclose(a[:, 8:], b[:, 8:])
+        torch.testing.assert_close(a[:, :cut], b[:, :cut], rtol=0, atol=0)
+        assert not torch.allclose(a[:, cut:], b[:, cut:])
+
+
+# --- RoPE (2024-25) and the Perceiver (2023-24) against their definitions ----------------------------
+
+def rope_angles(T, dim):
+    """t * theta_i with theta_i = 10000^(-2i/dim), in float64 from Python's math."""
+    return torch.tensor([[t * 10000.0 ** (-2 * i / dim) for i in range(dim // 2)] for t in range(T)],
+                        dtype=torch.float64)
+
+
+def rotate_by_complex(x, angles):
+    """Pairs (x_2i, x_2i+1) as complex numbers, times e^(i angle), back to pairs."""
+    z = torch.complex(x[..., 0::2], x[..., 1::2]) * torch.polar(torch.ones_like(angles), angles)
+    out = torch.empty_like(x)
+    out[..., 0::2], out[..., 1::2] = z.real, z.imag
+    return out
+
+
+def test_rotary_cache_and_rotation_match_the_definition():
+    dim, P = 8, 20
+    cache = precompute_rotary_emb(dim, P)
+    assert tuple(cache.shape) == (P, dim // 2, 2) and cache.dtype == torch.float32
+    angles = rope_angles(P, dim)
+    torch.testing.assert_close(cache.double(), torch.stack([angles.cos(), angles.sin()], -1), rtol=0, atol=1e-6)
+    exact = precompute_rotary_emb(dim, P, dtype=torch.float64)
+    for T in (1, 7, P):  # the cache is cut to T
+        x = torch.randn(3, 2, T, dim, dtype=torch.float64)
+        torch.testing.assert_close(apply_rotary_emb(x, exact), rotate_by_complex(x, angles[:T]), rtol=1e-12, atol=1e-12)
+    # a rotation: lengths of pairs kept; position 0 unchanged; the angle grows with t
+    x = torch.randn(1, 1, P, dim, dtype=torch.float64)
+    y = apply_rotary_emb(x, exact)
+    torch.testing.assert_close(y.view(P, -1, 2).norm(dim=-1), x.view(P, -1, 2).norm(dim=-1))
+    torch.testing.assert_close(y[..., 0, :], x[..., 0, :])
+    assert (angles[1:, 0] > angles[:-1, 0]).all()
+
+
+def test_rope_attention_matches_the_definition():
+    """softmax((R_t q_t) . (R_s k_s) / sqrt(d/h), causal) v per head; values not rotated."""
+    config = attention_config()
+    config.rope = True
+    att = scramble(CausalSelfAttention(config).double(), std=0.6, seed=2).eval()
+    att.rope_cache = att.rope_cache.double()
+    assert tuple(att.rope_cache.shape) == (BLOCK, N_EMBD // N_HEAD // 2, 2)
+    assert "rope_cache" in att.state_dict()
+    d = N_EMBD // N_HEAD
+    for T in (1, 6, BLOCK):
+        X = torch.randn(2, T, N_EMBD, dtype=torch.float64)
+        angles = rope_angles(T, d)
+        heads = []
+        for i in range(N_HEAD):
+            rows = slice(i * d, (i + 1) * d)
+            q = rotate_by_complex(X @ att.query.weight[rows].T + att.query.bias[rows], angles)
+            k = rotate_by_complex(X @ att.key.weight[rows].T + att.key.bias[rows], angles)
+            v = X @ att.value.weight[rows].T + att.value.bias[rows]
+            heads.append(causal_softmax(q @ k.transpose(-1, -2) / math.sqrt(d)) @ v)
+        want = torch.cat(heads, -1) @ att.proj.weight.T + att.proj.bias
+        # the cache holds float32 cos/sin, as the course's buffer
+        torch.testing.assert_close(att(X), want, rtol=0, atol=1e-5)
+
+
+def test_rope_model_has_no_position_embedding_and_needs_an_even_head_width():
+    model = build("rope", tiny_config())
+    assert model.pos_emb is None and "pos_emb" not in model.state_dict()
+    assert all(b.attn.rope for b in model.blocks)
+    with pytest.raises(ValueError, match="even"):
+        initialize_rope_model(tiny_config(n_embd=18, n_head=6))
+
+
+def layer_norm(x, ln):
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + ln.eps) * ln.weight + ln.bias
+
+
+def mlp_reference(x, mlp):
+    h = x @ mlp[0].weight.T + mlp[0].bias
+    h = 0.5 * h * (1 + torch.erf(h / math.sqrt(2)))  # exact GELU
+    return h @ mlp[2].weight.T + mlp[2].bias
+
+
+def cross_reference(att, x_kv, x_q):
+    """Per head softmax(q k^T / sqrt(d/h) masked by tril(block)[:Tq, :Tk]) v, q from x_q, k and v from x_kv."""
+    d = N_EMBD // N_HEAD
+    Tq, Tk = x_q.shape[1], x_kv.shape[1]
+    keep = torch.ones(BLOCK, BLOCK, dtype=torch.bool).tril()[:Tq, :Tk]
+    heads = []
+    for i in range(N_HEAD):
+        rows = slice(i * d, (i + 1) * d)
+        q = x_q @ att.query.weight[rows].T + att.query.bias[rows]
+        k = x_kv @ att.key.weight[rows].T + att.key.bias[rows]
+        v = x_kv @ att.value.weight[rows].T + att.value.bias[rows]
+        scores = (q @ k.transpose(-1, -2) / math.sqrt(d)).masked_fill(~keep, float("-inf"))
+        heads.append(torch.softmax(scores, -1) @ v)
+    return torch.cat(heads, -1) @ att.proj.weight.T + att.proj.bias
+
+
+@pytest.mark.parametrize("Tq, Tk, Bq, Bkv", [(4, 9, 1, 3), (9, 4, 3, 1), (BLOCK, BLOCK, 2, 2), (1, 1, 3, 3)])
+def test_causal_cross_attention_matches_the_definition(Tq, Tk, Bq, Bkv):
+    att = scramble(CausalCrossAttention(attention_config()).double(), std=0.6, seed=Tq).eval()
+    assert {n for n, _ in att.named_parameters()} == {f"{m}.{w}" for m in ("key", "query", "value", "proj")
+                                                      for w in ("weight", "bias")}
+    assert torch.equal(att.mask[0, 0], torch.ones(BLOCK, BLOCK).tril())
+    x_kv = torch.randn(Bkv, Tk, N_EMBD, dtype=torch.float64)
+    x_q = torch.randn(Bq, Tq, N_EMBD, dtype=torch.float64)
+    got = att(x_kv, x_q)
+    assert got.shape == (max(Bq, Bkv), Tq, N_EMBD)
+    torch.testing.assert_close(got, cross_reference(att, x_kv, x_q), rtol=1e-9, atol=1e-10)
+
+
+def perceiver_config(m=5):
+    config = attention_config()
+    config.perceiver, config.bottleneck_dim = True, m
+    return config
+
+
+def test_down_project_block_matches_the_definition():
+    """y = C + attn(x_kv=x, x_q=ln1(C)); y + mlp(ln2(y)); slot j reads positions 0..j."""
+    torch.manual_seed(0)
+    block = DownProjectBlock(perceiver_config()).double()
+    C = block.C.detach().clone()
+    assert tuple(C.shape) == (1, 5, N_EMBD)
+    bound = math.sqrt(6 / (5 * N_EMBD + N_EMBD))  # xavier-uniform of a (1, m, n) tensor: fans m*n and n
+    assert float(C.abs().max()) <= bound and float(C.abs().max()) > 0.8 * bound
+    scramble(block, std=0.5, seed=4).eval()
+    for T in (3, 5, BLOCK):
+        x = torch.randn(2, T, N_EMBD, dtype=torch.float64)
+        y = block.C + cross_reference(block.attn, x, layer_norm(block.C, block.ln1))
+        want = y + mlp_reference(layer_norm(y, block.ln2), block.mlp)
+        got = block(x)
+        assert got.shape == (2, 5, N_EMBD)
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-10)
+    x = torch.randn(1, BLOCK, N_EMBD, dtype=torch.float64)
+    later = x.clone()
+    later[:, 3:] += 1.0
+    torch.testing.assert_close(block(x)[:, :3], block(later)[:, :3], rtol=0, atol=0)
+
+
+def test_up_project_block_matches_the_definition():
+    """x = x_input + attn(x_kv=ln1(y), x_q=x_input); x + mlp(ln2(x))."""
+    block = scramble(UpProjectBlock(perceiver_config()).double(), std=0.5, seed=6).eval()
+    for T in (2, 5, BLOCK):
+        y = torch.randn(2, 5, N_EMBD, dtype=torch.float64)
+        x_input = torch.randn(2, T, N_EMBD, dtype=torch.float64)
+        x = x_input + cross_reference(block.attn, layer_norm(y, block.ln1), x_input)
+        want = x + mlp_reference(layer_norm(x, block.ln2), block.mlp)
+        torch.testing.assert_close(block(y, x_input), want, rtol=1e-9, atol=1e-10)
+
+
+@torch.no_grad()
+def test_perceiver_bottleneck_misses_positions_from_m_on():
+    """What the mask means: output i reads slots 0..i, slot j reads inputs 0..j; so from m on,
+    an input position reaches only its own output, never a later one."""
+    m = 6
+    model = scramble(build("perceiver", tiny_config(), bottleneck_dim=m), std=0.3).eval()
+    assert len(model.blocks) == 0 and model.down_block.C.shape[1] == m  # n_layer 2: down and up only
+    deep = scramble(build("perceiver", tiny_config(n_layer=4), bottleneck_dim=m), std=0.3).eval()
+    assert len(deep.blocks) == 2 and tuple(deep.blocks[0].attn.mask.shape) == (1, 1, m, m)
+    idx = torch.randint(2, 24, (1, 14))
+    other = idx.clone()
+    other[0, m + 1] = 2 if idx[0, m + 1] != 2 else 3  # a different token at position m+1
+    for net in (model, deep):
+        a, b = net(idx)[0], net(other)[0]
+        torch.testing.assert_close(a[:, :m + 1], b[:, :m + 1], rtol=0, atol=0)  # causal
+        assert not torch.allclose(a[:, m + 1], b[:, m + 1])  # its own output sees it
+        torch.testing.assert_close(a[:, m + 2:], b[:, m + 2:], rtol=0, atol=0)  # no later one does
+        changed = idx.clone()
+        changed[0, m - 1] = 2 if idx[0, m - 1] != 2 else 3
+        assert not torch.allclose(net(changed)[0][:, -1], a[:, -1])  # inside the bottleneck: seen at the end
 
 
 # --- checkpoints ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("variant", ["vanilla", "synthesizer"])
+@pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("prefix", ["", "module."])
 def test_checkpoint_round_trip(variant, prefix, tmp_path):
     torch.manual_seed(1)
@@ -612,11 +838,12 @@ def test_checkpoint_mismatches_are_named(tmp_path):
 
 # --- decoding -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("variant", ["vanilla", "synthesizer"])
+@pytest.mark.parametrize("variant", list(VARIANTS))
 def test_greedy_decode_equals_sample_one_prompt_at_a_time(variant):
     torch.manual_seed(4)
     model = decisive(build(variant, tiny_config(block_size=24)))
-    limit = 24 if variant == "vanilla" else 23
+    limit = 23 if variant == "synthesizer" else 24
+    assert model.max_positions() == limit
     rng = random.Random(0)
     prompts = [[rng.randrange(2, 24) for _ in range(n)] for n in (1, 2, 5, 9, 13, limit - 3, limit)]
     for steps in (1, 6, 30):
@@ -667,3 +894,84 @@ def test_dropout_flag_sets_every_dropout(flag, rate):
     model = run.build_model(args, data)
     rates = [m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)]
     assert len(rates) == 4 and set(rates) == {rate}  # embeddings; per block: attention weights, attention output, MLP output
+
+
+def test_later_editions_learning_rates_and_writer(tiny_setup):
+    pre, corpus, config = tiny_setup
+    writer = object()
+    tconf, _ = submission.pretrain(pre, 64, initialize_vanilla_model(config), pretrain_lr=1e-3, writer=writer)
+    assert tconf.learning_rate == 1e-3 and tconf.tb_writer is writer
+    tconf, _ = submission.finetune(None, str(corpus), pre, 64, initialize_vanilla_model(config), finetune_lr=2e-4)
+    assert tconf.learning_rate == 2e-4 and tconf.tb_writer is None
+
+
+@pytest.mark.parametrize("extra, rates", [([], (6e-3, 6e-4)), (["--pretrain_lr", "1e-3", "--finetune_lr", "1e-4"], (1e-3, 1e-4)),
+                                          (["--pretrain_lr", "1e-3", "--learning_rate", "5e-5"], (5e-5, 5e-5))])
+def test_run_py_learning_rate_flags(extra, rates, tiny_setup):
+    import run
+    pre, corpus, _ = tiny_setup
+    got = []
+    for function in ("pretrain", "finetune"):
+        args = run.parse_args(["--function", function, "--variant", "rope", "--pretrain_corpus_path", "w",
+                               "--finetune_corpus_path", str(corpus), "--writing_params_path", "p",
+                               "--n_layer", "1", "--n_embd", "16", "--n_head", "2"] + extra)
+        model = run.build_model(args, pre)
+        if function == "pretrain":
+            tconf, _ = submission.pretrain(pre, 64, model, pretrain_lr=args.pretrain_lr)
+        else:
+            tconf, _ = submission.finetune(None, str(corpus), pre, 64, model, finetune_lr=args.finetune_lr)
+        run.configure(tconf, args, "p", [])
+        got.append(tconf.learning_rate)
+    assert tuple(got) == rates
+
+
+@pytest.mark.parametrize("variant, flags, message", [
+    ("rope", ["--n_embd", "18", "--n_head", "6"], "head width n_embd / n_head = 3 must be even"),
+    ("perceiver", ["--bottleneck_dim", "200"], "bottleneck_dim must be in [1, block_size = 128], not 200"),
+    ("perceiver", ["--n_layer", "1"], "the perceiver needs n_layer >= 2"),
+    ("synthesiser", [], "invalid choice: 'synthesiser'"),
+])
+def test_run_py_refuses_a_config_the_variant_cannot_build(variant, flags, message, capsys):
+    import run
+    with pytest.raises(SystemExit) as e:
+        run.parse_args(["--function", "pretrain", "--variant", variant, "--pretrain_corpus_path", "w",
+                        "--writing_params_path", "p"] + flags)
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_perceiver_bottleneck_flag_reaches_the_model():
+    import run
+    args = run.parse_args(["--function", "pretrain", "--variant", "perceiver", "--pretrain_corpus_path", "w",
+                           "--writing_params_path", "p", "--n_layer", "3", "--n_embd", "16", "--n_head", "2",
+                           "--bottleneck_dim", "7"])
+    model = run.build_model(args, CharCorruptionDataset("Some text here.\nAnd more of it.", 16))
+    assert tuple(model.down_block.C.shape) == (1, 7, 16) and tuple(model.blocks[0].attn.mask.shape) == (1, 1, 7, 7)
+
+
+def test_params_of_another_edition_are_named(tmp_path):
+    for written, loaded in (("rope", "vanilla"), ("perceiver", "rope"), ("vanilla", "perceiver")):
+        path = tmp_path / f"{written}.params"
+        torch.save(build(written, tiny_config()).state_dict(), path)
+        with pytest.raises(helper.ParamsError, match=f"it is a {written} model, this run builds {loaded}"):
+            helper.load_params(build(loaded, tiny_config()), str(path))
+
+
+def test_readme_variant_table_agrees_with_the_registry():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").split("\n")
+    head = lines.index(next(l for l in lines if l.startswith("| variant | editions | stages |")))
+    rows = {}
+    for line in lines[head + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0]] = cells
+    assert list(rows) == list(VARIANTS)
+    pct = lambda x: "-" if x is None else f">= {100 * x:.1f}%"  # noqa: E731
+    for name, v in VARIANTS.items():
+        _, editions, stages, params, thresholds, expects = rows[name]
+        assert editions == v.editions and stages == f"`{name}_*`"
+        assert int(params.split()[0].replace(",", "")) == COURSE_PARAMS[name]
+        assert thresholds == f"{pct(v.dev_threshold)} / {pct(v.test_threshold)}"
+        assert (expects != "") == (v.expectation is not None)
+        if v.expectation:
+            assert expects in v.expectation

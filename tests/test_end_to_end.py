@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from submission import GPTConfig, initialize_synthesizer_model, initialize_vanilla_model
+from submission import GPTConfig
 from submission.dataset import CharCorruptionDataset
-from submission.helper import load_params
+from submission.helper import INITIALIZE, load_params
+from submission.variants import VARIANTS
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_PY = ROOT / "src" / "run.py"
@@ -60,15 +61,20 @@ def data(tmp_path_factory):
     return d
 
 
+# The Perceiver needs a down and an up block; its bottleneck narrower than the questions.
+TINY_VARIANT = {"perceiver": ["--n_layer", "2", "--bottleneck_dim", "16"]}
+
+
 def tiny_model(variant, wiki):
     pre = CharCorruptionDataset(wiki.read_text(encoding="utf-8"), 64)
-    config = GPTConfig(pre.vocab_size, 64, n_layer=1, n_head=2, n_embd=16)
-    return (initialize_vanilla_model if variant == "vanilla" else initialize_synthesizer_model)(config)
+    config = GPTConfig(pre.vocab_size, 64, n_layer=2 if variant == "perceiver" else 1, n_head=2, n_embd=16)
+    return INITIALIZE[variant](config, **({"bottleneck_dim": 16} if variant == "perceiver" else {}))
 
 
 def run_py(function, variant, data, *extra):
     r = run([sys.executable, str(RUN_PY), "--function", function, "--variant", variant,
-             "--pretrain_corpus_path", str(data / "wiki.txt"), *TINY, "--quiet", *extra])
+             "--pretrain_corpus_path", str(data / "wiki.txt"), *TINY, *TINY_VARIANT.get(variant, []), "--quiet",
+             *extra])
     assert r.returncode == 0, f"{function} {variant} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
     return r
 
@@ -84,7 +90,7 @@ def evaluate(variant, data, params, eval_file, out):
     return r
 
 
-@pytest.mark.parametrize("variant", ["vanilla", "synthesizer"])
+@pytest.mark.parametrize("variant", list(VARIANTS))
 def test_pretrain_finetune_evaluate(variant, data, tmp_path):
     pre_params, ft_params = tmp_path / f"{variant}.pretrain.params", tmp_path / f"{variant}.finetune.params"
     run_py("pretrain", variant, data, "--writing_params_path", str(pre_params), *SCHEDULE)
@@ -122,22 +128,26 @@ def test_finetune_without_pretraining(data, tmp_path):
 
 # --- run.sh ----------------------------------------------------------------------------------------
 
-NEEDS = {  # stage -> (params file it reads, the stage that writes it)
-    "vanilla_finetune_without_pretrain": None,
-    "vanilla_finetime_without_pretrain": None,
-    "vanilla_eval_dev_without_pretrain": ("vanilla.model.params", "vanilla_finetune_without_pretrain"),
-    "vanilla_eval_test_without_pretrain": ("vanilla.model.params", "vanilla_finetune_without_pretrain"),
-    "vanilla_pretrain": None,
-    "vanilla_finetune_with_pretrain": ("vanilla.pretrain.params", "vanilla_pretrain"),
-    "vanilla_eval_dev_with_pretrain": ("vanilla.finetune.params", "vanilla_finetune_with_pretrain"),
-    "vanilla_eval_test_with_pretrain": ("vanilla.finetune.params", "vanilla_finetune_with_pretrain"),
-    "synthesizer_pretrain": None,
-    "synthesizer_finetune_with_pretrain": ("synthesizer.pretrain.params", "synthesizer_pretrain"),
-    "synthesizer_finetrain_with_pretrain": ("synthesizer.pretrain.params", "synthesizer_pretrain"),
-    "synthesizer_eval_dev_with_pretrain": ("synthesizer.finetune.params", "synthesizer_finetune_with_pretrain"),
-    "synthesizer_eval_test_with_pretrain": ("synthesizer.finetune.params", "synthesizer_finetune_with_pretrain"),
-    "london_baseline": None,
-}
+def stage_needs():
+    """stage -> (params file it reads, the stage that writes it), for every variant in the registry."""
+    needs = {"london_baseline": None}
+    for v in VARIANTS.values():
+        if v.without_pretrain:
+            needs[f"{v.name}_finetune_without_pretrain"] = None
+            for split in ("dev", "test"):
+                needs[f"{v.name}_eval_{split}_without_pretrain"] = (f"{v.name}.model.params",
+                                                                    f"{v.name}_finetune_without_pretrain")
+        needs[f"{v.name}_pretrain"] = None
+        needs[f"{v.name}_finetune_with_pretrain"] = (f"{v.name}.pretrain.params", f"{v.name}_pretrain")
+        for split in ("dev", "test"):
+            needs[f"{v.name}_eval_{split}_with_pretrain"] = (f"{v.name}.finetune.params",
+                                                             f"{v.name}_finetune_with_pretrain")
+        for alias, stage in v.aliases:  # the course's misspellings do what the stage they misspell does
+            needs[alias] = needs[stage]
+    return needs
+
+
+NEEDS = stage_needs()
 OTHER_STAGES = ["quickstart", "test", "setup", "data", "explore", "bench", "grader"]
 
 
@@ -145,6 +155,16 @@ def data_env(data):
     e = env()
     e["DATA_DIR"] = str(data)
     return e
+
+
+def test_run_sh_variants_are_the_registry():
+    line = next(l for l in RUN_SH.read_text().splitlines() if l.startswith("VARIANTS="))
+    assert line.split("=", 1)[1].strip('"').split() == list(VARIANTS)
+
+
+def test_stage_names_cover_both_new_editions():
+    assert {"rope_pretrain", "rope_eval_test_with_pretrain", "perceiver_finetune_with_pretrain",
+            "synthesizer_finetrain_with_pretrain", "vanilla_finetime_without_pretrain"} <= set(NEEDS)
 
 
 @pytest.mark.parametrize("args", [[], ["no_such_stage"]], ids=["no-args", "unknown"])
@@ -271,10 +291,14 @@ def test_quickstart_runs_every_stage_and_writes_the_table(tmp_path):
 
 def test_quickstart_on_given_files_without_test_answers(data, tmp_path):
     out = tmp_path / "qs"
+    tiny = [kv for kv in QUICK_TINY if not kv.startswith("n_layer=")] + ["n_layer=2", "bottleneck_dim=16"]
     r = run([sys.executable, str(ROOT / "src" / "quickstart.py"), "--quiet", "--out", str(out), "--data", str(data),
-             "--variants", "vanilla", "--set", *QUICK_TINY])
+             "--variants", "vanilla", "rope", "perceiver", "--set", *tiny])
     assert r.returncode == 0, r.stderr[-2000:]
     res = read_quickstart(out)
+    assert [row["model"] for row in res["table"]][2:] == ["vanilla, pretrained", "rope, pretrained",
+                                                          "perceiver, pretrained"]
+    assert (out / "perceiver.finetune.params").exists() and (out / "rope.pretrain.dev.predictions").exists()
     assert res["data"] == str(data) and res["dev_questions"] == 8
     assert all(row["test_accuracy"] is None for row in res["table"])
     assert not (out / "data").exists()  # nothing generated

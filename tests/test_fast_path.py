@@ -5,18 +5,21 @@ import random
 import pytest
 import torch
 
-from submission import GPT, GPTConfig
+from submission import GPTConfig, helper, variants
 from submission.attention import dropout, dropout_keep_mask, reference_path
 from submission.dataset import CharCorruptionDataset
 from submission.trainer import forward_backward, length_groups, packed_batch
 from submission.utils import greedy_decode, resolve_precision, sample
 
-VARIANTS = ["vanilla", "synthesizer"]
+VARIANTS = list(variants.VARIANTS)
+TINY_OPTIONS = {"perceiver": {"bottleneck_dim": 12}}  # narrower than most rows: positions that miss it
 
 
 def tiny(variant, vocab=40, block=48, **kw):
     torch.manual_seed(0)
-    return GPT(GPTConfig(vocab, block, n_layer=2, n_head=4, n_embd=32, attention=variant, **kw))
+    n_layer = 3 if variant == "perceiver" else 2  # the Perceiver: down, one block on the slots, up
+    config = GPTConfig(vocab, block, n_layer=n_layer, n_head=4, n_embd=32, **kw)
+    return helper.build(variant, config, **TINY_OPTIONS.get(variant, {}))
 
 
 def test_keep_mask_rate_and_independence():

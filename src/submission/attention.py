@@ -1,15 +1,18 @@
-"""Self-attention: the course's dot-product attention and its Synthesizer variant.
+"""Attention of every course edition: dot-product, Synthesizer, rotary, and cross-attention.
 
-Both variants end in the same computation, softmax(q k^T * scale + causal mask) v, and
-differ only in where q and k come from:
+The self-attention variants end in the same computation, softmax(q k^T * scale + causal
+mask) v, and differ only in where q and k come from:
 
     vanilla      q = X Q_i,               k = X K_i,         scale = 1/sqrt(d/h)
+    rope         q = R_t X Q_i,           k = R_s X K_i      (R_t: rotation by position t)
     synthesizer  q = [ReLU(X A_i + b1), 1], k_j = [B_i[:, j], b2[j]], scale = 1
 
 so the Synthesizer's scores ReLU(X A_i + b1) B_i + b2 are a dot product too, with "keys"
 that depend on the key's position rather than on its token. That is the one thing a
 subclass defines (`queries_keys`); everything else, including the fused
-scaled_dot_product_attention kernel, dropout and the decoding cache, is shared.
+scaled_dot_product_attention kernel, dropout and the decoding cache, is shared. The
+Perceiver's CausalCrossAttention takes its queries from one sequence and its keys and
+values from another.
 
 Parameter names and shapes are the course's, so checkpoints load both ways strictly.
 """
@@ -194,16 +197,69 @@ def attend(q, k, v, scale, dropout_p):
     return torch.bmm(att, v.reshape(B * H, T, v.shape[-1])).view(B, H, T, v.shape[-1])
 
 
+def precompute_rotary_emb(dim, max_positions, dtype=torch.float32):
+    """(max_positions, dim/2, 2): (cos t*theta_i, sin t*theta_i), theta_i = 10000^(-2i/dim).
+
+    The handouts' docstrings print the exponent without its minus sign; with it the
+    angle grows with the position t, slowest for the last pairs, as in the RoPE paper.
+    Computed in float64, returned in `dtype` (float32, as the course's buffer).
+    """
+    if dim % 2:
+        raise ValueError(f"rotary embeddings rotate pairs of coordinates: dim must be even, not {dim}")
+    theta = 10000.0 ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    angle = torch.arange(max_positions, dtype=torch.float64)[:, None] * theta[None, :]
+    return torch.stack([angle.cos(), angle.sin()], -1).to(dtype)
+
+
+def rotate(x, cos_sin):
+    """Multiply each pair (x_2i, x_2i+1), as the complex number x_2i + i x_2i+1, by cos + i sin.
+
+    cos_sin (..., dim/2, 2) broadcasts against x viewed as (..., dim/2, 2). Real arithmetic,
+    so that it runs in any dtype (complex bf16 does not exist).
+    """
+    pairs = x.reshape(*x.shape[:-1], -1, 2)
+    cs = cos_sin.to(x.dtype)
+    a, b, cos, sin = pairs[..., 0], pairs[..., 1], cs[..., 0], cs[..., 1]
+    return torch.stack([a * cos - b * sin, a * sin + b * cos], -1).flatten(-2)
+
+
+def apply_rotary_emb(x, rope_cache):
+    """x (B, n_head, T, head_dim) with the pair at position t rotated by rope_cache[t]."""
+    T = x.shape[-2]
+    if T > rope_cache.shape[0]:
+        raise ValueError(f"rotary embeddings precomputed for {rope_cache.shape[0]} positions, got {T}")
+    return rotate(x, rope_cache[:T])
+
+
 class CausalSelfAttention(_SelfAttention):
-    """Multi-head masked self-attention with dot-product scores (the course's vanilla)."""
+    """Multi-head masked self-attention with dot-product scores (the course's vanilla).
+
+    With config.rope (the 2024-25 editions) queries and keys, not values, are rotated by
+    their position after the heads are split, so a score depends on the two tokens and
+    their distance only; the model then has no position embeddings.
+    """
 
     def __init__(self, config):
         super().__init__(config)
         self.key = nn.Linear(config.n_embd, config.n_embd)
         self.query = nn.Linear(config.n_embd, config.n_embd)
+        self.rope = bool(getattr(config, "rope", False))
+        if self.rope:
+            head = config.n_embd // config.n_head
+            if head % 2:
+                raise ValueError(f"rope rotates pairs of coordinates: the head width n_embd / n_head = {head} "
+                                 f"must be even")
+            # A buffer, as in the course: it is in the state_dict.
+            self.register_buffer("rope_cache", precompute_rotary_emb(head, config.block_size))
 
     def queries_keys(self, x, pos):
         q, k = self.heads(self.query(x)), self.heads(self.key(x))
+        if self.rope:
+            if pos is None:  # positions 0..T-1
+                q, k = apply_rotary_emb(q, self.rope_cache), apply_rotary_emb(k, self.rope_cache)
+            else:  # one new token per row, at the row's own position; its key is cached rotated
+                cos_sin = self.rope_cache[pos][:, None, None]  # (B, 1, 1, e/2, 2)
+                q, k = rotate(q, cos_sin), rotate(k, cos_sin)
         return q, k, 1.0 / math.sqrt(q.shape[-1])
 
 
@@ -235,5 +291,48 @@ class SynthesizerAttention(_SelfAttention):
         return q, k, 1.0
 
 
-# The one place a variant name becomes a class.
-ATTENTION = {"vanilla": CausalSelfAttention, "synthesizer": SynthesizerAttention}
+def masked_attend(q, k, v, keep, scale, dropout_p):
+    """softmax(q k^T * scale, where keep) v with dropout on the weights; keep broadcasts to the scores."""
+    if _reference.on or dropout_p > 0.0:
+        att = (q @ k.transpose(-2, -1)) * scale
+        att = dropout(F.softmax(att.masked_fill(~keep, float("-inf")), dim=-1), dropout_p, dropout_p > 0)
+        return att @ v
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=scale)
+
+
+class CausalCrossAttention(nn.Module):
+    """Multi-head attention of the queries of x_q over the keys and values of x_kv (the Perceiver's).
+
+    The causal mask is the block_size tril cut to (Tq, Tk): query i sees keys 0..i. In the
+    down projection the queries are the bottleneck's m slots, so slot j reads input
+    positions 0..j only; in the up projection position i reads slots 0..i. The batch is
+    broadcast over max(B_kv, B_q) (the learned basis C has batch 1).
+    """
+
+    def __init__(self, config):
+        super().__init__()
+        assert config.n_embd % config.n_head == 0
+        self.key = nn.Linear(config.n_embd, config.n_embd)
+        self.query = nn.Linear(config.n_embd, config.n_embd)
+        self.value = nn.Linear(config.n_embd, config.n_embd)
+        self.attn_drop = Dropout(config.attn_pdrop)
+        self.resid_drop = Dropout(config.resid_pdrop)
+        self.proj = nn.Linear(config.n_embd, config.n_embd)
+        self.register_buffer("mask", torch.tril(torch.ones(config.block_size, config.block_size))
+                             .view(1, 1, config.block_size, config.block_size))
+        self.n_head = config.n_head
+
+    def heads(self, t, B):
+        _, T, C = t.shape
+        return t.view(t.shape[0], T, self.n_head, C // self.n_head).transpose(1, 2).expand(B, -1, -1, -1)
+
+    def forward(self, x_kv, x_q):
+        (Bk, Tk, C), (Bq, Tq, _) = x_kv.shape, x_q.shape
+        B = max(Bk, Bq)
+        k, v = self.heads(self.key(x_kv), B), self.heads(self.value(x_kv), B)
+        q = self.heads(self.query(x_q), B)
+        keep = self.mask[:, :, :Tq, :Tk] != 0
+        p = self.attn_drop.p if self.training else 0.0
+        y = masked_attend(q, k, v, keep, 1.0 / math.sqrt(q.shape[-1]), p)
+        y = y.transpose(1, 2).reshape(B, Tq, C)
+        return self.resid_drop(self.proj(y))

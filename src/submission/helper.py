@@ -9,6 +9,7 @@ import zipfile
 
 import torch
 
+from . import variants
 from .dataset import NameDataset
 from .model import GPT
 from .trainer import Trainer, TrainerConfig
@@ -16,13 +17,30 @@ from .utils import atomic_save, strip_module_prefix
 
 
 def initialize_vanilla_model(mconf):
-    mconf.attention, mconf.synthesizer = "vanilla", False
-    return GPT(mconf)
+    return GPT(variants.configure(mconf, "vanilla"))
 
 
 def initialize_synthesizer_model(mconf):
-    mconf.attention, mconf.synthesizer = "synthesizer", True
-    return GPT(mconf)
+    return GPT(variants.configure(mconf, "synthesizer"))
+
+
+def initialize_rope_model(mconf):
+    """The 2024-25 editions' model: rotary position embeddings, no pos_emb."""
+    return GPT(variants.configure(mconf, "rope"))
+
+
+def initialize_perceiver_model(mconf, bottleneck_dim=32):
+    """The 2023-24 editions' model: a bottleneck of bottleneck_dim learned slots."""
+    return GPT(variants.configure(mconf, "perceiver", bottleneck_dim=bottleneck_dim))
+
+
+# The course's initialize_<variant>_model, by variant name, for every entry of the registry.
+INITIALIZE = {name: globals()[f"initialize_{name}_model"] for name in variants.VARIANTS}
+
+
+def build(name, mconf, **options):
+    """The model of variant `name` (options: its initialize function's keywords); unknown names fail."""
+    return INITIALIZE[variants.get(name).name](mconf, **options)
 
 
 class ParamsError(ValueError):
@@ -33,14 +51,15 @@ def describe_mismatch(model, state, path):
     """Say how a checkpoint's model differs from `model`: variant, vocabulary, sizes."""
     mine = model.state_dict()
     def variant(keys):
-        return "synthesizer" if any(k.endswith("attn.w2") for k in keys) else "vanilla"
-    def layers(keys):
-        return len({k.split(".")[1] for k in keys if k.startswith("blocks.")})
+        return variants.recognise(keys).name
+    def layers(keys):  # the Perceiver's down and up blocks are layers too
+        return len({k.split(".")[1] for k in keys if k.startswith("blocks.")}) + 2 * ("down_block.C" in keys)
     diffs = []
     if variant(state) != variant(mine):
         diffs.append(f"it is a {variant(state)} model, this run builds {variant(mine)}")
     for key, axis, what in (("tok_emb.weight", 0, "vocabulary size"), ("pos_emb", 1, "block size"),
-                            ("tok_emb.weight", 1, "embedding width")):
+                            ("blocks.0.attn.rope_cache", 0, "block size"), ("tok_emb.weight", 1, "embedding width"),
+                            ("down_block.C", 1, "bottleneck_dim")):
         if key in state and key in mine and state[key].dim() == mine[key].dim() \
                 and state[key].shape[axis] != mine[key].shape[axis]:
             diffs.append(f"{what} {state[key].shape[axis]} vs {mine[key].shape[axis]} here")
@@ -103,8 +122,12 @@ def _schedule(pretrain_dataset, block_size, **kwargs):
                 betas=(0.9, 0.95), grad_norm_clip=1.0, weight_decay=0.1, ckpt_path=None, **kwargs)
 
 
-def finetune(reading_params_path, finetune_corpus_path, pretrain_dataset, block_size, model):
-    """Finetune on name/birth-place pairs, from pretrained params when a path is given."""
+def finetune(reading_params_path, finetune_corpus_path, pretrain_dataset, block_size, model,
+             finetune_lr=6e-4, writer=None):
+    """Finetune on name/birth-place pairs, from pretrained params when a path is given.
+
+    writer: an optional TensorBoard SummaryWriter (the later editions' argument).
+    """
     if reading_params_path is not None:
         load_params(model, reading_params_path)
         epochs = 10
@@ -113,15 +136,18 @@ def finetune(reading_params_path, finetune_corpus_path, pretrain_dataset, block_
     with open(finetune_corpus_path, encoding="utf-8") as f:
         finetune_dataset = NameDataset(pretrain_dataset, f.read(), source=finetune_corpus_path)
     tconf = TrainerConfig(**_schedule(pretrain_dataset, block_size, max_epochs=epochs,
-                                      batch_size=256, learning_rate=6e-4))
+                                      batch_size=256, learning_rate=finetune_lr, tb_writer=writer))
     trainer_obj = Trainer(model, finetune_dataset, None, tconf)
     return tconf, trainer_obj
 
 
-def pretrain(pretrain_dataset, block_size, model):
-    """Span-corruption pretraining on the corpus the dataset was built from."""
+def pretrain(pretrain_dataset, block_size, model, pretrain_lr=6e-3, writer=None):
+    """Span-corruption pretraining on the corpus the dataset was built from.
+
+    writer: an optional TensorBoard SummaryWriter (the later editions' argument).
+    """
     tconf = TrainerConfig(**_schedule(pretrain_dataset, block_size, max_epochs=650,
-                                      batch_size=128, learning_rate=6e-3))
+                                      batch_size=128, learning_rate=pretrain_lr, tb_writer=writer))
     trainer_obj = Trainer(model, pretrain_dataset, None, tconf)
     return tconf, trainer_obj
 

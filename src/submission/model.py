@@ -1,14 +1,18 @@
-"""GPT: the course's minGPT model, with either attention variant.
+"""GPT: the course's minGPT model, with every edition's attention variant (variants.py).
 
-Module names are the course's (tok_emb, pos_emb, blocks.N.{ln1,attn,ln2,mlp}, ln_f, head),
-so a state_dict written by the course's code loads here strictly and vice versa.
+Module names are the course's (tok_emb, pos_emb, blocks.N.{ln1,attn,ln2,mlp}, ln_f, head;
+the Perceiver's down_block and up_block), so a state_dict written by the course's code
+loads here strictly and vice versa.
 """
+
+import copy
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import ATTENTION, Dropout
+from . import variants
+from .attention import CausalCrossAttention, Dropout
 
 
 class GPTConfig:
@@ -20,8 +24,11 @@ class GPTConfig:
     n_layer = 12
     n_head = 12
     n_embd = 768
-    attention = "vanilla"  # a key of attention.ATTENTION
-    synthesizer = False  # the course's switch; True means attention = "synthesizer"
+    # The course editions' switches (at most one on; none: vanilla), see variants.py.
+    synthesizer = False
+    rope = False
+    perceiver = False
+    bottleneck_dim = None  # the Perceiver's m
 
     def __init__(self, vocab_size, block_size, **kwargs):
         self.vocab_size = vocab_size
@@ -31,7 +38,12 @@ class GPTConfig:
 
     @property
     def variant(self):
-        return "synthesizer" if self.synthesizer else self.attention
+        """The variant's name, read from the switches; assigning a name sets them."""
+        return variants.of_config(self).name
+
+    @variant.setter
+    def variant(self, name):
+        variants.configure(self, name)
 
 
 def row_ends(y):
@@ -79,6 +91,15 @@ class Packing:
         return torch.cat([b.reshape(-1, b.size(-1)).index_select(0, i) for b, i in zip(blocks, self.index)])
 
 
+def mlp(config):
+    return nn.Sequential(
+        nn.Linear(config.n_embd, 4 * config.n_embd),
+        nn.GELU(),
+        nn.Linear(4 * config.n_embd, config.n_embd),
+        Dropout(config.resid_pdrop),
+    )
+
+
 class Block(nn.Module):
     """Pre-norm Transformer block: x + attn(ln1(x)), then x + mlp(ln2(x))."""
 
@@ -86,13 +107,8 @@ class Block(nn.Module):
         super().__init__()
         self.ln1 = nn.LayerNorm(config.n_embd)
         self.ln2 = nn.LayerNorm(config.n_embd)
-        self.attn = ATTENTION[config.variant](config)
-        self.mlp = nn.Sequential(
-            nn.Linear(config.n_embd, 4 * config.n_embd),
-            nn.GELU(),
-            nn.Linear(4 * config.n_embd, config.n_embd),
-            Dropout(config.resid_pdrop),
-        )
+        self.attn = variants.of_config(config).attention(config)
+        self.mlp = mlp(config)
 
     def forward(self, x, layer_past=None, packing=None):
         if packing is None:
@@ -102,18 +118,75 @@ class Block(nn.Module):
         return x + self.mlp(self.ln2(x))
 
 
-class GPT(nn.Module):
-    """Character-level GPT language model with a context of block_size tokens."""
+class DownProjectBlock(nn.Module):
+    """The Perceiver's way in: m learned slots C read the input by cross-attention.
+
+    y = C + attn(x_kv=x, x_q=ln1(C)), then y + mlp(ln2(y)): the handout's hint, layer norm
+    on C and then on the MLP's input; the input itself is read as it comes. The causal
+    mask lets slot j see input positions 0..j only, so with m slots the positions from m
+    on reach the bottleneck not at all (they reach the output only through the up block's
+    query at their own position).
+    """
 
     def __init__(self, config):
         super().__init__()
-        if config.variant not in ATTENTION:
-            raise ValueError(f"unknown attention variant {config.variant!r}; "
-                             f"choose one of {', '.join(ATTENTION)}")
+        self.C = nn.Parameter(torch.empty(1, config.bottleneck_dim, config.n_embd))
+        nn.init.xavier_uniform_(self.C)
+        self.ln1 = nn.LayerNorm(config.n_embd)
+        self.ln2 = nn.LayerNorm(config.n_embd)
+        self.attn = CausalCrossAttention(config)
+        self.mlp = mlp(config)
+
+    def forward(self, x_input):
+        y = self.C + self.attn(x_input, self.ln1(self.C))
+        return y + self.mlp(self.ln2(y))
+
+
+class UpProjectBlock(nn.Module):
+    """The Perceiver's way out: each input position reads the bottleneck by cross-attention.
+
+    x = x_input + attn(x_kv=ln1(y), x_q=x_input), then x + mlp(ln2(x)); position i sees
+    slots 0..i.
+    """
+
+    def __init__(self, config):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(config.n_embd)
+        self.ln2 = nn.LayerNorm(config.n_embd)
+        self.attn = CausalCrossAttention(config)
+        self.mlp = mlp(config)
+
+    def forward(self, y, x_input):
+        x = x_input + self.attn(self.ln1(y), x_input)
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    """Character-level GPT language model with a context of block_size tokens.
+
+    The Perceiver (config.perceiver) puts down_block before and up_block after the
+    blocks, which then run on the m = bottleneck_dim slots (their masks are m x m).
+    """
+
+    def __init__(self, config):
+        super().__init__()
+        variant = variants.of_config(config)
+        problem = variant.check(config)
+        if problem:
+            raise ValueError(problem)
+        self.variant = variant
         self.tok_emb = nn.Embedding(config.vocab_size, config.n_embd)
-        self.pos_emb = nn.Parameter(torch.zeros(1, config.block_size, config.n_embd))
+        # rope: positions enter through the rotation of queries and keys only
+        self.pos_emb = nn.Parameter(torch.zeros(1, config.block_size, config.n_embd)) if variant.pos_emb else None
         self.drop = Dropout(config.embd_pdrop)
-        self.blocks = nn.Sequential(*[Block(config) for _ in range(config.n_layer)])
+        if config.perceiver:
+            self.down_block = DownProjectBlock(config)
+            inner = copy.copy(config)
+            inner.block_size = config.bottleneck_dim
+            self.blocks = nn.Sequential(*[Block(inner) for _ in range(config.n_layer - 2)])
+            self.up_block = UpProjectBlock(config)
+        else:
+            self.blocks = nn.Sequential(*[Block(config) for _ in range(config.n_layer)])
         self.ln_f = nn.LayerNorm(config.n_embd)
         self.head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         self.block_size = config.block_size
@@ -134,7 +207,7 @@ class GPT(nn.Module):
 
     def max_positions(self):
         """Longest sequence the model can read (the Synthesizer has block_size - 1 key slots)."""
-        return self.block_size - 1 if self.config.variant == "synthesizer" else self.block_size
+        return self.variant.max_positions(self.config)
 
     def forward(self, idx, targets=None, caches=None):
         """Logits for every position, and the cross-entropy loss when targets are given.
@@ -144,23 +217,42 @@ class GPT(nn.Module):
         row at the positions the caches hold.
         """
         b, t = idx.size()
-        if caches is not None and caches[0].k is not None:
-            pos = self.pos_emb[0, caches[0].pos][:, None, :]
+        step = caches is not None and caches[0].k is not None
+        if not step and t > self.block_size:
+            raise ValueError(f"sequence of {t} tokens exceeds block_size {self.block_size}")
+        x = self.tok_emb(idx)
+        if self.pos_emb is not None:
+            x = x + (self.pos_emb[0, caches[0].pos][:, None, :] if step else self.pos_emb[:, :t, :])
+        x = self.drop(x)
+        if self.config.perceiver:
+            if caches is not None:
+                raise ValueError("the perceiver decodes by recomputation, without caches")
+            x = self.up_block(self.blocks(self.down_block(x)), x)
         else:
-            if t > self.block_size:
-                raise ValueError(f"sequence of {t} tokens exceeds block_size {self.block_size}")
-            pos = self.pos_emb[:, :t, :]
-        x = self.drop(self.tok_emb(idx) + pos)
-        for i, block in enumerate(self.blocks):
-            x = block(x, None if caches is None else caches[i])
+            for i, block in enumerate(self.blocks):
+                x = block(x, None if caches is None else caches[i])
         logits = self.head(self.ln_f(x))
         loss = None if targets is None else cross_entropy(logits, targets)
         return logits, loss
 
     def packed_loss(self, packing):
-        """The loss forward() gives for the batch `packing` was made from, without its padding."""
-        x = self.drop(self.tok_emb(packing.tokens) + self.pos_emb[0, packing.pos])
-        for block in self.blocks:
+        """The loss forward() gives for the batch `packing` was made from, without its padding.
+
+        The Perceiver's bottleneck mixes positions in every layer and costs the same for
+        short rows as for long ones, so it runs the batch in one piece, trimmed to its
+        longest row (which changes nothing, as it is causal), and packs only the logits.
+        """
+        if self.config.perceiver:
+            width = max(t for _, t in packing.shapes)
+            groups = [F.pad(x[..., 0], (0, width - x.size(1))) for x in packing.unpack(packing.tokens[:, None])]
+            logits = self(torch.cat(groups))[0].split([b for b, _ in packing.shapes])
+            return cross_entropy(packing.pack([g[:, :t] for g, (_, t) in zip(logits, packing.shapes)]),
+                                 packing.targets)
+        x = self.tok_emb(packing.tokens)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb[0, packing.pos]
+        x = self.drop(x)
+        for block in self.blocks:  # rope: each group is unpacked to its rows, so a token turns by its row position
             x = block(x, packing=packing)
         return cross_entropy(self.head(self.ln_f(x)), packing.targets)
 
