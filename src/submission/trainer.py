@@ -15,6 +15,11 @@ the same precision and device: the checkpoint, written at the end of each epoch,
 the model, the optimizer, the epoch, the tokens seen (the learning-rate schedule depends
 on tokens only, never on max_epochs) and the torch/Python RNG states. With num_workers > 0
 each worker's RNG stream restarts on resume, so the random corruption spans differ.
+
+On CUDA, span-corruption batches are made on the device (corruption.CorruptionBatches,
+TrainerConfig.device_batches): the same distribution as the dataset's __getitem__, the same
+batches of documents in the same order, the same token count for the schedule; its
+generator's state is checkpointed too.
 """
 
 import functools
@@ -31,6 +36,8 @@ import torch
 from torch.utils.data import DataLoader, default_collate
 from tqdm import tqdm
 
+from .corruption import CorruptionBatches
+from .dataset import CharCorruptionDataset
 from .model import Packing, row_ends
 from .utils import atomic_save, autocast_context, resolve_precision
 
@@ -80,6 +87,7 @@ class TrainerConfig:
     backend = "inductor"
     log_every = 20  # steps between loss read-backs
     pack = True  # train on packed batches (model.Packing); False: each batch whole, padding included
+    device_batches = None  # span-corruption batches made on the device (corruption.py); None: on CUDA
     length_groups = None  # attention groups per packed batch; None: by device
     ckpt_every_epochs = 1
     resume = False
@@ -115,7 +123,11 @@ def length_groups(batch, groups=1):
     half. Returns ([(x, y), ...], untrimmed size); the learning-rate schedule counts the
     untrimmed size, as the course does.
     """
-    x, y = default_collate(batch)
+    return group_rows(*default_collate(batch), groups)
+
+
+def group_rows(x, y, groups=1):
+    """length_groups of a batch already stacked as (x, y)."""
     ends = row_ends(y)
     if groups > 1:
         order = torch.argsort(ends, stable=True)
@@ -131,6 +143,18 @@ def packed_batch(batch, groups):
     """Collate: the batch packed without padding (Packing), and its untrimmed size."""
     chunks, untrimmed = length_groups(batch, groups)
     return Packing(chunks), untrimmed
+
+
+def device_epoch(batches, batch_size, shuffle, pack, groups):
+    """One epoch of (batch, untrimmed size) from a CorruptionBatches, as the DataLoader path
+    gives them: the documents in index order (or a new random order when `shuffle`), cut
+    into batches of batch_size, the last one short."""
+    n = len(batches)
+    order = (torch.randperm(n, generator=batches.generator, device=batches.device) if shuffle
+             else torch.arange(n, device=batches.device))
+    for idx in order.split(batch_size):
+        x, y = batches(idx)
+        yield (Packing(group_rows(x, y, groups)[0]) if pack else (x, y)), y.numel()
 
 
 def whole_batch(batch):
@@ -197,6 +221,14 @@ class Trainer:
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.model.to(self.device)
         self.checkpointed_epoch = None
+        self.corruption = None
+
+    def use_device_batches(self):
+        """Whether to make span-corruption batches on the device (see TrainerConfig.device_batches)."""
+        wanted = self.config.device_batches
+        if wanted is None:
+            wanted = self.device.type == "cuda"
+        return bool(wanted) and isinstance(self.train_dataset, CharCorruptionDataset)
 
     def save_checkpoint(self, optimizer, epoch, tokens):
         atomic_save({
@@ -205,7 +237,8 @@ class Trainer:
             "epoch": epoch,
             "tokens": tokens,
             "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
-                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+                    "corruption": self.corruption.state() if self.corruption is not None else None},
             "run_info": self.config.run_info,
         }, self.config.ckpt_path)
         self.checkpointed_epoch = epoch + 1
@@ -235,6 +268,8 @@ class Trainer:
         random.setstate(state["rng"]["python"])
         if state["rng"]["cuda"] is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+        if self.corruption is not None and state["rng"].get("corruption") is not None:
+            self.corruption.set_state(state["rng"]["corruption"])
         self.warn_if_changed(state.get("run_info"))
         self.checkpointed_epoch = epoch + 1
         return epoch + 1, tokens
@@ -278,9 +313,25 @@ class Trainer:
         # a compiled model compiles forward(), so it gets whole batches
         collate = functools.partial(packed_batch, groups=groups) if config.pack and not config.compile else whole_batch
         workers = config.num_workers if cuda else min(config.num_workers, max(0, (os.cpu_count() or 1) - 1))
-        loader = DataLoader(self.train_dataset, shuffle=RECIPES[config.recipe].shuffle, batch_size=config.batch_size,
-                            num_workers=workers, pin_memory=cuda, persistent_workers=workers > 0,
-                            drop_last=False, collate_fn=collate)
+        shuffle = RECIPES[config.recipe].shuffle
+        self.corruption = None
+        if self.use_device_batches():
+            # seeded from the global generator, so the run's seed decides its draws too
+            seed = int(torch.randint(1 << 62, (1,)))
+            self.corruption = CorruptionBatches(self.train_dataset, device, seed=seed)
+            pack = config.pack and not config.compile
+            steps_per_epoch = math.ceil(len(self.corruption) / config.batch_size)
+
+            def epoch_batches():
+                return device_epoch(self.corruption, config.batch_size, shuffle, pack, groups)
+        else:
+            loader = DataLoader(self.train_dataset, shuffle=shuffle, batch_size=config.batch_size,
+                                num_workers=workers, pin_memory=cuda, persistent_workers=workers > 0,
+                                drop_last=False, collate_fn=collate)
+            steps_per_epoch = len(loader)
+
+            def epoch_batches():
+                return loader
         first_epoch, tokens = 0, 0
         self.checkpointed_epoch = None  # the last epoch whose checkpoint this run wrote or read
         if config.resume and config.ckpt_path and os.path.exists(config.ckpt_path):
@@ -294,16 +345,16 @@ class Trainer:
             print(f"warning: no checkpoint at {config.ckpt_path}; starting from the beginning", file=sys.stderr)
         t_start = time.time()
         self.log({"event": "start", "precision": self.precision, "device": str(device), "recipe": config.recipe,
-                  "first_epoch": first_epoch, **(config.run_info or {})})
+                  "device_batches": self.corruption is not None, "first_epoch": first_epoch,
+                  **(config.run_info or {})})
 
-        steps_per_epoch = len(loader)
         total = tqdm(total=steps_per_epoch * config.max_epochs, initial=steps_per_epoch * first_epoch,
                      desc="total", unit="step", position=0, disable=not config.progress, dynamic_ncols=True)
         step, last_loss = steps_per_epoch * first_epoch, float("nan")
         for epoch in range(first_epoch, config.max_epochs):
             model.train()
             t0, losses = time.time(), []
-            bar = tqdm(loader, total=steps_per_epoch, desc=f"epoch {epoch + 1}/{config.max_epochs}",
+            bar = tqdm(epoch_batches(), total=steps_per_epoch, desc=f"epoch {epoch + 1}/{config.max_epochs}",
                        position=1, leave=False, disable=not config.progress, dynamic_ncols=True)
             pending = []
             for batch, untrimmed in bar:
