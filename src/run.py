@@ -29,7 +29,7 @@ from submission.helper import (ParamsError, finetune, initialize_synthesizer_mod
                                initialize_vanilla_model, load_params, pretrain, train)
 from submission.attention import reference_path  # noqa: E402
 from submission.model import GPTConfig  # noqa: E402
-from submission.trainer import CheckpointError, NonFiniteLoss  # noqa: E402
+from submission.trainer import RECIPES, CheckpointError, NonFiniteLoss  # noqa: E402
 from submission.utils import (atomic_write_text, evaluate_places, greedy_decode,  # noqa: E402
                               remove_stale_tmp, resolve_precision, set_seed)
 
@@ -70,6 +70,14 @@ def build_parser():
                            "the same result as an uninterrupted run with --num_workers 0")
     argp.add_argument("--tb_expt_name", default=None, help="TensorBoard run name (if tensorboard is installed)")
     argp.add_argument("--quiet", action="store_true", help="no progress bars")
+    argp.add_argument("--recipe", choices=list(RECIPES), default="course",
+                      help="course: train as the course's trainer.py does (index order, decay on all but biases, "
+                           "the first step at the base rate, the cosine climbing back after final_tokens); "
+                           "ours: shuffled, decay on matmul weights only, the schedule from the first step, "
+                           "a 10%% floor")
+    argp.add_argument("--truncation_cap", type=fraction, default=7 / 8, metavar="FRACTION",
+                      help="longest truncated document as a fraction of the block, e.g. 7/8 (the 2021-2024 "
+                           "editions, default) or 3/4 (the 2025 edition's grader)")
     argp.add_argument("--reference_path", action="store_true",
                       help="compute attention and dropout the plain way, each batch in one piece "
                            "(to compare with the fast path)")
@@ -81,6 +89,18 @@ def build_parser():
                       help="embedding, attention and residual dropout rate (course: 0.1)")
     size.add_argument("--eval_batch_size", type=int, default=256)
     return argp
+
+
+def fraction(text):
+    """'7/8', '0.875' -> 0.875, for argparse."""
+    try:
+        num, _, den = text.partition("/")
+        value = float(num) / float(den) if den else float(num)
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(f"not a fraction: {text!r} (write e.g. 7/8 or 0.75)") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not in (0, 1]")
+    return value
 
 
 def parse_args(argv=None):
@@ -178,18 +198,21 @@ def configure(tconf, args, params_path, data_paths):
     for name in ("max_epochs", "batch_size", "learning_rate", "num_workers"):
         if getattr(args, name) is not None:
             setattr(tconf, name, getattr(args, name))
+    tconf.recipe = args.recipe
     tconf.precision = args.precision
     tconf.compile, tconf.backend = args.compile, args.backend
     tconf.ckpt_path = params_path + ".ckpt"
     tconf.resume = args.resume
     tconf.log_path = params_path + ".log.jsonl"
     tconf.progress = not args.quiet
-    tconf.run_info = {"function": args.function, "variant": args.variant, "git": git_revision(),
+    tconf.run_info = {"function": args.function, "variant": args.variant, "recipe": args.recipe,
+                      "truncation_cap": args.truncation_cap, "git": git_revision(),
                       "seed": args.seed, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
                       "data": {p: sha256(p) for p in data_paths if p},
                       "config": {k: getattr(tconf, k) for k in ("max_epochs", "batch_size", "learning_rate",
                                                                 "lr_decay", "warmup_tokens", "final_tokens",
-                                                                "weight_decay", "num_workers", "compile")}
+                                                                "weight_decay", "num_workers", "compile",
+                                                                "recipe")}
                                  | {"dropout": GPTConfig.resid_pdrop if args.dropout is None else args.dropout}}
     if args.tb_expt_name:
         try:
@@ -272,12 +295,17 @@ def run(args):
         return most_common_baseline(args)
     set_seed(args.seed)
     text = read_text(args.pretrain_corpus_path, "pretraining corpus")
-    pretrain_dataset = ds.CharCorruptionDataset(text, args.block_size or BLOCK_SIZE,
-                                                source=args.pretrain_corpus_path)
+    block_size = args.block_size or BLOCK_SIZE
+    try:
+        pretrain_dataset = ds.CharCorruptionDataset(text, block_size, source=args.pretrain_corpus_path,
+                                                    cap=args.truncation_cap)
+    except ds.DataError:
+        raise
+    except ValueError as e:  # the cap does not fit the block
+        raise UserError(f"--truncation_cap: {e}") from None
     if not any(len(d) >= ds.MIN_DOC_CHARS for d in pretrain_dataset.data):
         raise UserError(f"{args.pretrain_corpus_path}: no document of at least {ds.MIN_DOC_CHARS} characters")
     model = build_model(args, pretrain_dataset)
-    block_size = pretrain_dataset.block_size
 
     if args.function == "evaluate":
         return evaluate(args, model, pretrain_dataset)

@@ -213,24 +213,39 @@ def test_masked_length_averages_a_quarter_and_is_random():
     assert len(starts) > 10, "the masked span must start at random places"
 
 
-def test_short_documents_and_empty_lines_are_skipped():
+def test_short_documents_and_empty_lines_count_and_are_used_whole():
     text = "ab\n\nabcd\nabc\n\nhello world, a longer one\nx"
+    docs = text.split("\n")
     ds = CharCorruptionDataset(text, 16)
-    assert len(ds) == 2
-    wholes = set()
-    for idx in range(len(ds)):
+    assert len(ds) == len(docs) == 7
+    for idx, doc in enumerate(docs):
+        wholes = set()
         for prefix, masked, suffix in draw(ds, idx, 50):
             whole = prefix + masked + suffix
-            assert "abcd".startswith(whole) or "hello world, a longer one".startswith(whole)
+            assert doc.startswith(whole) and len(whole) >= min(4, len(doc))
             wholes.add(whole)
-    assert "abcd" in wholes  # a 4-character document is kept and used whole
-    assert all(len(w) >= 4 for w in wholes)
+        if len(doc) <= 4:
+            assert wholes == {doc}  # used whole: an empty one is `MASK MASK PAD...`
+
+
+@pytest.mark.parametrize("cap, longest", [(7 / 8, 112), (3 / 4, 96)])
+def test_truncation_cap(cap, longest):
+    doc = "".join(random.Random(3).choice("abcdefgh ") for _ in range(400))
+    ds = CharCorruptionDataset(doc, 128, cap=cap)
+    lengths = {len(p + m + s) for p, m, s in draw(ds, 0, 3000)}
+    assert max(lengths) == longest and min(lengths) == 4
+
+
+def test_truncation_cap_must_leave_room():
+    with pytest.raises(ValueError, match="truncation cap"):
+        CharCorruptionDataset("some document", 16, cap=1.0)
 
 
 def test_corruption_on_course_wiki():
     text = course_file("wiki.txt")
     docs = text.split("\n")
     ds = CharCorruptionDataset(text, 128)
+    assert len(ds) == len(docs)
     rng = random.Random(0)
     for idx in rng.sample(range(len(ds)), 300):
         x, y = ds[idx]
@@ -355,12 +370,16 @@ def test_learning_rate_schedule():
     assert min(decay) == pytest.approx(0.1)
     assert trainer_mod.lr_multiplier(50, TrainerConfig(lr_decay=False, warmup_tokens=100,
                                                        final_tokens=1100)) == 1.0
+    # Past final_tokens the course's cosine climbs back to the full rate; "ours" stays at the floor.
+    assert mult(1600) == pytest.approx(0.5) and mult(2100) == pytest.approx(1.0)
+    ours = TrainerConfig(lr_decay=True, warmup_tokens=100, final_tokens=1100, recipe="ours")
+    assert [trainer_mod.lr_multiplier(t, ours) for t in (1600, 2100)] == pytest.approx([0.1, 0.1])
 
 
 @pytest.mark.parametrize("variant", ["vanilla", "synthesizer"])
-def test_weight_decay_only_on_matmul_weights(variant):
+def test_our_recipe_decays_matmul_weights_only(variant):
     model = build(variant, tiny_config())
-    groups = trainer_mod.decay_groups(model, 0.1)
+    groups = trainer_mod.decay_groups(model, 0.1, "ours")
     names = {id(p): n for n, p in model.named_parameters()}
     decayed = {names[id(p)] for g in groups if g["weight_decay"] == 0.1 for p in g["params"]}
     plain = {names[id(p)] for g in groups if g["weight_decay"] == 0.0 for p in g["params"]}

@@ -53,6 +53,38 @@ sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
+# Runs run.py with the writes of torch.save into the temporary file named by HOLD_SAVE ("ckpt"
+# or "params") held at their first call, inside torch.save, until the file HOLD_SAVE_RELEASE
+# exists; HOLD_SAVE_MARKER is written once the write is held, so a signal sent then lands
+# inside torch.save, every time.
+HOLD_SAVE = """
+import os, runpy, sys, time, torch
+real_save, which = torch.save, os.environ["HOLD_SAVE"]
+marker, release = os.environ["HOLD_SAVE_MARKER"], os.environ["HOLD_SAVE_RELEASE"]
+class Held:
+    def __init__(self, f):
+        self.f, self.held = f, False
+    def write(self, data):
+        if not self.held:
+            self.held = True
+            with open(marker, "w") as m:
+                m.write(self.f.name)
+            deadline = time.time() + 120
+            while not os.path.exists(release) and time.time() < deadline:
+                time.sleep(0.01)
+        return self.f.write(data)
+    def flush(self):
+        self.f.flush()
+def held_save(obj, f, *args, **kwargs):
+    name = getattr(f, "name", str(f))
+    if (".ckpt." in name) == (which == "ckpt") and name.endswith(".tmp"):
+        f = Held(f)
+    return real_save(obj, f, *args, **kwargs)
+torch.save = held_save
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
 
 def env():
     e = dict(os.environ)
@@ -277,7 +309,8 @@ def test_killed_runs_lose_nothing(tmp_path):
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1] == "interrupted; the last written params and checkpoint are intact"
     assert "resuming from p.params.ckpt" in out
-    assert log_records(folder / "p.params.log.jsonl")[-1]["event"] == "interrupted"
+    # a stop inside the params write comes after training ended
+    assert log_records(folder / "p.params.log.jsonl")[-1]["event"] == ("interrupted" if which == "ckpt" else "end")
     assert files(folder) == ["p.params", "p.params.ckpt", "p.params.log.jsonl"]
     assert (folder / "p.params").read_bytes() == previous
     torch.load(folder / "p.params.ckpt", weights_only=False)
@@ -337,3 +370,34 @@ def test_resume_without_a_checkpoint_starts_over(tmp_path):
     assert code == 0, err
     assert "warning: no checkpoint at p.params.ckpt; starting from the beginning" in err
     assert (tmp_path / "p.params").exists()
+
+
+@pytest.mark.parametrize("which", ["ckpt", "params"])
+def test_sigterm_inside_a_save_waits_for_it(tmp_path, which):
+    """SIGTERM while torch.save is writing: the write completes, then the run stops with 143,
+    the one-line message, a whole file in place and no temporary file left."""
+    folder = tmp_path
+    write_wiki(folder)
+    marker, release = folder / "held", folder / "release"
+    e = {**env(), "HOLD_SAVE": which, "HOLD_SAVE_MARKER": str(marker), "HOLD_SAVE_RELEASE": str(release)}
+    p = subprocess.Popen([sys.executable, "-c", HOLD_SAVE, *pretrain_cmd("p.params", epochs=2)[1:]], cwd=folder,
+                         env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: marker.exists() or p.poll() is not None, f"the {which} save")
+        assert p.poll() is None, p.communicate()[1]
+        p.send_signal(signal.SIGTERM)
+        time.sleep(0.5)  # let the handler run inside the held write (a fixed run waits either way)
+        release.touch()
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 143, err
+    assert "Traceback" not in err, err
+    assert err.strip().splitlines()[-1] == "interrupted; the last written params and checkpoint are intact"
+    name = "p.params.ckpt" if which == "ckpt" else "p.params"
+    assert not list(folder.glob("*.tmp")), files(folder)
+    saved = torch.load(folder / name, weights_only=False)  # whole: the write finished before the stop
+    assert (saved["epoch"] == 0) if which == "ckpt" else ("tok_emb.weight" in saved)
+    # a stop inside the params write comes after training ended
+    assert log_records(folder / "p.params.log.jsonl")[-1]["event"] == ("interrupted" if which == "ckpt" else "end")

@@ -3,6 +3,8 @@
 import contextlib
 import os
 import random
+import signal
+import threading
 
 import numpy as np
 import torch
@@ -172,23 +174,51 @@ def remove_stale_tmp(path):
                 os.remove(os.path.join(folder, entry))
 
 
+@contextlib.contextmanager
+def stop_signals_held():
+    """Hold SIGTERM and SIGINT until the block ends, then deliver the first one that came.
+
+    A stop signal's handler raises an exception wherever the program happens to be; inside
+    torch.save it would surface as the zip writer's own error, not as the stop. Held, it
+    lands after the file is complete and in place. Only the main thread receives signals.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = []
+    previous = {}
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        handler = signal.getsignal(signum)
+        if handler not in (None, signal.SIG_IGN):  # None: set outside Python, which we cannot put back
+            previous[signum] = signal.signal(signum, lambda n, _frame: held.append(n))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if held:
+            signal.raise_signal(held[0])
+
+
 def _atomic_write(path, write, mode):
     """write(f) into `path.<pid>.tmp`, flush it to disk, then rename it over `path`.
 
     A run killed at any moment leaves either the previous file or the new one, never half
     of one; the only possible leftover is the `.tmp` file, which the next write removes.
+    A stop signal (SIGTERM, Ctrl-C) waits for the write to finish.
     """
     remove_stale_tmp(path)
     tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, mode, **({"encoding": "utf-8"} if "b" not in mode else {})) as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with stop_signals_held():
+        try:
+            with open(tmp, mode, **({"encoding": "utf-8"} if "b" not in mode else {})) as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
 
 
 def atomic_save(obj, path):
