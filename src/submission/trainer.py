@@ -19,7 +19,9 @@ each worker's RNG stream restarts on resume, so the random corruption spans diff
 On CUDA, span-corruption batches are made on the device (corruption.CorruptionBatches,
 TrainerConfig.device_batches): the same distribution as the dataset's __getitem__, the same
 batches of documents in the same order, the same token count for the schedule; its
-generator's state is checkpointed too.
+generator's state is checkpointed too. Under torchrun the loop trains with
+DistributedDataParallel through a few hooks (distributed.py: each process's slice of a
+batch, its loss weight, process 0 writing).
 """
 
 import functools
@@ -364,7 +366,7 @@ class Trainer:
         collate = functools.partial(packed_batch, groups=groups) if config.pack and not config.compile else whole_batch
         workers = config.num_workers if cuda else min(config.num_workers, max(0, (os.cpu_count() or 1) - 1))
         shuffle = RECIPES[config.recipe].shuffle
-        self.corruption = None
+        self.corruption = self.sampler = None
         if self.use_device_batches():
             # seeded from the global generator, so the run's seed decides its draws too
             seed = distributed.same(int(torch.randint(1 << 62, (1,))))
@@ -414,11 +416,11 @@ class Trainer:
             bar = tqdm(epoch_batches(), total=steps_per_epoch, desc=f"epoch {epoch + 1}/{config.max_epochs}",
                        position=1, leave=False, disable=not (config.progress and main), dynamic_ncols=True)
             pending = []
-            for i, (batch, untrimmed) in enumerate(bar):
+            for in_epoch, (batch, untrimmed) in enumerate(bar):
                 optimizer.zero_grad(set_to_none=True)
                 weight = None
                 if processes > 1:  # weigh this slice by its share of the global batch's targets
-                    rows = min(config.batch_size, len(self.train_dataset) - i * config.batch_size)
+                    rows = min(config.batch_size, len(self.train_dataset) - in_epoch * config.batch_size)
                     weight, untrimmed = distributed.weigh(target_count(batch).to(device), untrimmed, rows)
                 loss = forward_backward(step_model, batch, self.precision, device, weight)
                 if weight is not None:
