@@ -44,6 +44,8 @@ other:
   explore                             numerical checks of the written part (written/README.md)
   bench                               training and evaluation speed: fast path vs plain fp32 eager
   grader [TEST_ID]                    src/grader.py
+environment:
+  TORCHRUN="--standalone --nproc_per_node=N"   course stages under torchrun (data-parallel, N processes)
 EOF
   } | sed 's/ *$//' >&2
   exit 2
@@ -75,7 +77,16 @@ need() {  # need FILE STAGE: a stage's input, and the stage that makes it
   fi
 }
 
-runpy() { "$PY" "$SRC/run.py" "$@"; }
+# TORCHRUN="--nproc_per_node=2" (torchrun's own flags) runs every run.py stage under torchrun
+# with this interpreter: data-parallel training, process 0 writing (README: several GPUs).
+runpy() {
+  if [ -n "${TORCHRUN:-}" ]; then
+    # shellcheck disable=SC2086  # the flags split into words on purpose
+    "$PY" -m torch.distributed.run $TORCHRUN "$SRC/run.py" "$@"
+  else
+    "$PY" "$SRC/run.py" "$@"
+  fi
+}
 
 stage="${1:-}"
 [ -n "$stage" ] || usage

@@ -7,6 +7,14 @@ paths is what to read (absolute CPU times vary from run to run).
 
     ./run.sh bench                # every variant (variants.py), training and evaluation
     ./run.sh bench --quick        # fewer repeats
+
+On CUDA (when available, or --device cuda) it times the GPU paths instead, in this
+process: the plain path (fp32 eager, whole batches from the dataset's __getitem__, AdamW)
+against ours (bf16 autocast, fused AdamW, span-corruption batches made on the device,
+packed), per variant: tokens/s, milliseconds per step, the share of a step spent making
+its batch (timed apart, synchronised on both sides: what the step would wait for without
+loader workers), and the course's whole schedule at that speed: 650 pretraining epochs
+of the corpus's lines in steps of 128 rows, then 10 finetuning epochs in steps of 256.
 """
 
 import argparse
@@ -27,9 +35,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from submission import dataset as ds  # noqa: E402
 from submission import variants  # noqa: E402
 from submission.attention import reference_path  # noqa: E402
+from submission.corruption import CorruptionBatches  # noqa: E402
 from submission.helper import build  # noqa: E402
-from submission.model import GPTConfig  # noqa: E402
-from submission.trainer import cpu_length_groups, decay_groups, forward_backward, packed_batch, whole_batch  # noqa: E402
+from submission.model import GPTConfig, Packing  # noqa: E402
+from submission.trainer import (cpu_length_groups, decay_groups, forward_backward, group_rows,  # noqa: E402
+                                packed_batch, whole_batch)
 from submission.utils import autocast_context, greedy_decode, resolve_precision, sample  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -145,6 +155,120 @@ def bench_eval(variant, vocab, questions, one_at_a_time, precision):
     return {"batched_q_s": len(prompts) / t_batched, "loop_q_s": one_at_a_time / t_loop}
 
 
+# The course's schedules: (epochs, rows per step) of pretraining and of finetuning after it.
+COURSE_PRETRAIN, COURSE_FINETUNE = (650, 128), (10, 256)
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def device_steps(model, next_batch, precision, fused, device, steps, warmup):
+    """Seconds per optimizer step, and the seconds of it spent in next_batch(), medians
+    over `steps` steps after `warmup`; the device is synchronised around both parts."""
+    opt = torch.optim.AdamW(decay_groups(model, 0.1), lr=1e-4, fused=fused)
+    step_times, data_times = [], []
+    for i in range(warmup + steps):
+        sync(device)
+        t0 = time.perf_counter()
+        batch = next_batch()
+        sync(device)
+        t1 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        forward_backward(model, batch, precision, device)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sync(device)
+        if i >= warmup:
+            step_times.append(time.perf_counter() - t0)
+            data_times.append(t1 - t0)
+    return statistics.median(step_times), statistics.median(data_times)
+
+
+def batch_makers(data, names, batch_size, finetune_rows, device):
+    """next_batch() functions for each (path, schedule): the plain path's from __getitem__,
+    whole; ours packed, pretraining rows made on the device. Documents in index order."""
+    cursor = {"pretrain": 0, "finetune": 0}
+    generator = CorruptionBatches(data, device, seed=0)
+
+    def indices(kind, n, rows):
+        start = cursor[kind]
+        cursor[kind] = (start + rows) % n
+        return [(start + i) % n for i in range(rows)]
+
+    def plain(kind, dataset, rows):
+        def next_batch():
+            x, y = whole_batch([dataset[i] for i in indices(kind, len(dataset), rows)])[0]
+            return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        return next_batch
+
+    def ours_pretrain():
+        idx = torch.tensor(indices("pretrain", len(data), batch_size), device=device)
+        x, y = generator(idx)
+        return Packing(group_rows(x, y, 1)[0])
+
+    def ours_finetune():
+        return packed_batch([names[i] for i in indices("finetune", len(names), finetune_rows)], 1)[0]
+
+    return {("plain", "pretrain"): plain("pretrain", data, batch_size),
+            ("plain", "finetune"): plain("finetune", names, finetune_rows),
+            ("ours", "pretrain"): ours_pretrain, ("ours", "finetune"): ours_finetune}
+
+
+def bench_device(variant, wiki, train_tsv, batch_size, steps, warmup, device, precision="auto",
+                 finetune_rows=COURSE_FINETUNE[1]):
+    """The plain and our GPU path on `device` (CUDA; the CPU too, for tests), one variant.
+    The schedule's estimate takes the course's steps at the measured step times."""
+    device = torch.device(device)
+    torch.manual_seed(0)
+    random.seed(0)
+    data = ds.CharCorruptionDataset(wiki, 128)
+    names = ds.NameDataset(data, train_tsv)
+    makers = batch_makers(data, names, batch_size, finetune_rows, device)
+    ours_precision = resolve_precision(precision, device)
+    out = {}
+    for path in ("plain", "ours"):
+        path_precision = "fp32" if path == "plain" else ours_precision
+        fused = path == "ours" and device.type == "cuda"
+        for kind in ("pretrain", "finetune"):
+            torch.manual_seed(0)
+            model = course_model(variant, data.vocab_size)
+            model.to(device).train()
+            with reference_path() if path == "plain" else contextlib.nullcontext():
+                out[path, kind] = device_steps(model, makers[path, kind], path_precision, fused, device, steps,
+                                               warmup)
+    pre_steps = COURSE_PRETRAIN[0] * -(-len(data) // COURSE_PRETRAIN[1])
+    fine_steps = COURSE_FINETUNE[0] * -(-len(names) // COURSE_FINETUNE[1])
+    row = {"variant": variant, "device": str(device), "precision": ours_precision,
+           "pretrain_steps": pre_steps, "finetune_steps": fine_steps}
+    for path in ("plain", "ours"):
+        step, data_s = out[path, "pretrain"]
+        row[f"{path}_tok_s"] = batch_size * 127 / step
+        row[f"{path}_ms_step"] = step * 1e3
+        row[f"{path}_data_share"] = data_s / step
+        row[f"{path}_pretrain_s"] = pre_steps * step
+        row[f"{path}_schedule_s"] = pre_steps * step + fine_steps * out[path, "finetune"][0]
+    return row
+
+
+def print_device_table(rows, batch_size):
+    print("| variant | train tok/s plain fp32 | train tok/s ours | speed-up | ms/step plain / ours "
+          "| data share plain / ours | pretraining (course schedule) plain / ours | + finetuning plain / ours |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['variant']} | {r['plain_tok_s']:.0f} | {r['ours_tok_s']:.0f} "
+              f"| {r['ours_tok_s'] / r['plain_tok_s']:.1f}x | {r['plain_ms_step']:.2f} / {r['ours_ms_step']:.2f} "
+              f"| {r['plain_data_share']:.0%} / {r['ours_data_share']:.0%} "
+              f"| {r['plain_pretrain_s']:.0f} s / {r['ours_pretrain_s']:.0f} s "
+              f"| {r['plain_schedule_s']:.0f} s / {r['ours_schedule_s']:.0f} s |")
+    r = rows[0]
+    print(f"\n(device {r['device']}, ours in {r['precision']}; one pretraining step: {batch_size} rows x 127 "
+          f"positions, tok/s counting all of them; the schedule: {r['pretrain_steps']} pretraining steps, "
+          f"{r['finetune_steps']} finetuning steps of {COURSE_FINETUNE[1]} question rows, at the median step "
+          f"time; data share: making the batch, synchronised, as a share of the whole step)")
+
+
 def main():
     argp = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     argp.add_argument("--quick", action="store_true", help="fewer repeats and questions")
@@ -152,7 +276,14 @@ def main():
     argp.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto")
     argp.add_argument("--variants", nargs="+", choices=list(variants.VARIANTS), default=list(variants.VARIANTS))
     argp.add_argument("--json", default=None, help="also write the results here")
+    argp.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                      help="auto: the GPU paths on CUDA when available, else the CPU paths")
     args = argp.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("error: --device cuda: no CUDA device is available", file=sys.stderr)
+        sys.exit(1)
+    if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()):
+        return main_cuda(args)
 
     with open(os.path.join(ROOT, "data", "wiki.txt"), encoding="utf-8") as f:
         wiki = f.read()
@@ -191,6 +322,22 @@ def main():
           f"padding, so only its kernels differ; the matmul-peak fractions are for full rows. Evaluation: "
           f"{len(questions)} dev questions batched, {loop_n} one at a time; untrained weights, so every "
           f"answer runs all 32 steps)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+def main_cuda(args):
+    with open(os.path.join(ROOT, "data", "wiki.txt"), encoding="utf-8") as f:
+        wiki = f.read()
+    with open(os.path.join(ROOT, "data", "birth_places_train.tsv"), encoding="utf-8") as f:
+        train_tsv = f.read()
+    steps, warmup = (20, 5) if args.quick else (100, 10)
+    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}")
+    rows = [bench_device(v, wiki, train_tsv, args.batch_size, steps, warmup, "cuda", args.precision)
+            for v in args.variants]
+    print()
+    print_device_table(rows, args.batch_size)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

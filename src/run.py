@@ -25,7 +25,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from submission import dataset as ds  # noqa: E402
-from submission import variants  # noqa: E402
+from submission import distributed, variants  # noqa: E402
 from submission.helper import INITIALIZE, ParamsError, finetune, load_params, pretrain, train  # noqa: E402
 from submission.attention import reference_path  # noqa: E402
 from submission.model import GPTConfig  # noqa: E402
@@ -81,6 +81,9 @@ def build_parser():
     argp.add_argument("--truncation_cap", type=fraction, default=7 / 8, metavar="FRACTION",
                       help="longest truncated document as a fraction of the block, e.g. 7/8 (the 2021-2024 "
                            "editions, default) or 3/4 (the 2025 edition's grader)")
+    argp.add_argument("--device_batches", action=argparse.BooleanOptionalAction, default=None,
+                      help="pretraining: make span-corruption batches on the device with tensor operations, "
+                           "equal in distribution to the dataset's (default: on CUDA only)")
     argp.add_argument("--reference_path", action="store_true",
                       help="compute attention and dropout the plain way, each batch in one piece "
                            "(to compare with the fast path)")
@@ -219,6 +222,7 @@ def configure(tconf, args, params_path, data_paths):
         if getattr(args, name) is not None:
             setattr(tconf, name, getattr(args, name))
     tconf.recipe = args.recipe
+    tconf.device_batches = args.device_batches
     tconf.precision = args.precision
     tconf.compile, tconf.backend = args.compile, args.backend
     tconf.ckpt_path = params_path + ".ckpt"
@@ -234,7 +238,7 @@ def configure(tconf, args, params_path, data_paths):
                                                                 "weight_decay", "num_workers", "compile",
                                                                 "recipe")}
                                  | {"dropout": GPTConfig.resid_pdrop if args.dropout is None else args.dropout}}
-    if args.tb_expt_name:
+    if args.tb_expt_name and distributed.is_main():
         try:
             from torch.utils.tensorboard import SummaryWriter
             tconf.tb_writer = SummaryWriter(os.path.join("expt", args.function, args.tb_expt_name))
@@ -327,8 +331,8 @@ def run(args):
         raise UserError(f"{args.pretrain_corpus_path}: no document of at least {ds.MIN_DOC_CHARS} characters")
     model = build_model(args, pretrain_dataset)
 
-    if args.function == "evaluate":
-        return evaluate(args, model, pretrain_dataset)
+    if args.function == "evaluate":  # under torchrun, process 0 alone (decoding is not distributed)
+        return evaluate(args, model, pretrain_dataset) if distributed.is_main() else None
 
     if args.function == "pretrain":
         tconf, trainer = pretrain(pretrain_dataset, block_size, model, pretrain_lr=args.pretrain_lr)
@@ -362,6 +366,9 @@ def main(argv=None):
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
+        distributed.setup()  # under torchrun: join the other processes; process 0 alone prints
+        if not distributed.is_main():
+            sys.stdout = open(os.devnull, "w")
         result = run(args)
     except (UserError, ds.DataError, ParamsError, NonFiniteLoss, CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -372,6 +379,7 @@ def main(argv=None):
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
+        distributed.teardown()
     return result
 
 

@@ -9,7 +9,7 @@ import zipfile
 
 import torch
 
-from . import variants
+from . import distributed, variants
 from .dataset import NameDataset
 from .model import GPT
 from .trainer import Trainer, TrainerConfig
@@ -154,4 +154,5 @@ def pretrain(pretrain_dataset, block_size, model, pretrain_lr=6e-3, writer=None)
 
 def train(model, writing_params_path, trainer_obj):
     trainer_obj.train()
-    atomic_save(model.state_dict(), writing_params_path)
+    if distributed.is_main():  # under torchrun, process 0 writes; the model is never DDP-wrapped
+        atomic_save(model.state_dict(), writing_params_path)

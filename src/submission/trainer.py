@@ -15,6 +15,13 @@ the same precision and device: the checkpoint, written at the end of each epoch,
 the model, the optimizer, the epoch, the tokens seen (the learning-rate schedule depends
 on tokens only, never on max_epochs) and the torch/Python RNG states. With num_workers > 0
 each worker's RNG stream restarts on resume, so the random corruption spans differ.
+
+On CUDA, span-corruption batches are made on the device (corruption.CorruptionBatches,
+TrainerConfig.device_batches): the same distribution as the dataset's __getitem__, the same
+batches of documents in the same order, the same token count for the schedule; its
+generator's state is checkpointed too. Under torchrun the loop trains with
+DistributedDataParallel through a few hooks (distributed.py: each process's slice of a
+batch, its loss weight, process 0 writing).
 """
 
 import functools
@@ -28,9 +35,13 @@ import zipfile
 from dataclasses import dataclass
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, default_collate
 from tqdm import tqdm
 
+from . import distributed
+from .corruption import CorruptionBatches
+from .dataset import CharCorruptionDataset
 from .model import Packing, row_ends
 from .utils import atomic_save, autocast_context, resolve_precision
 
@@ -80,6 +91,7 @@ class TrainerConfig:
     backend = "inductor"
     log_every = 20  # steps between loss read-backs
     pack = True  # train on packed batches (model.Packing); False: each batch whole, padding included
+    device_batches = None  # span-corruption batches made on the device (corruption.py); None: on CUDA
     length_groups = None  # attention groups per packed batch; None: by device
     ckpt_every_epochs = 1
     resume = False
@@ -115,7 +127,11 @@ def length_groups(batch, groups=1):
     half. Returns ([(x, y), ...], untrimmed size); the learning-rate schedule counts the
     untrimmed size, as the course does.
     """
-    x, y = default_collate(batch)
+    return group_rows(*default_collate(batch), groups)
+
+
+def group_rows(x, y, groups=1):
+    """length_groups of a batch already stacked as (x, y)."""
     ends = row_ends(y)
     if groups > 1:
         order = torch.argsort(ends, stable=True)
@@ -133,22 +149,50 @@ def packed_batch(batch, groups):
     return Packing(chunks), untrimmed
 
 
+def device_epoch(batches, batch_size, shuffle, pack, groups):
+    """One epoch of (batch, untrimmed size) from a CorruptionBatches, as the DataLoader path
+    gives them: the documents in index order (or a new random order when `shuffle`), cut
+    into batches of batch_size, the last one short."""
+    n = len(batches)
+    order = (torch.randperm(n, generator=batches.generator, device=batches.device) if shuffle
+             else torch.arange(n, device=batches.device))
+    for idx in order.split(batch_size):
+        x, y = batches(idx)  # under torchrun every process draws the whole batch and keeps its slice
+        lo, hi, _ = distributed.share(len(idx))
+        x, y = x[lo:hi], y[lo:hi]
+        yield (Packing(group_rows(x, y, groups)[0]) if pack else (x, y)), y.numel()
+
+
 def whole_batch(batch):
     """Collate: the batch as the course computes it, padding and all."""
     x, y = default_collate(batch)
     return (x, y), y.numel()
 
 
-def forward_backward(model, batch, precision, device):
-    """Forward and backward of one batch (a Packing, or a whole (x, y)); returns the loss,
-    still on the device. A Packing gives the whole batch's loss and gradient."""
+def batch_loss(model, batch, device):
+    """The loss of one batch (a Packing, or a whole (x, y)), still on the device. A Packing
+    gives the whole batch's loss."""
+    if isinstance(batch, Packing):
+        return model.packed_loss(batch.to(device, non_blocking=True))
+    x, y = (t.to(device, non_blocking=True) for t in batch)
+    return model(x, y)[1]
+
+
+def target_count(batch):
+    """The batch's non-PAD targets, the loss's denominator."""
+    return ((batch.targets if isinstance(batch, Packing) else batch[1]) != 0).sum()
+
+
+def forward_backward(model, batch, precision, device, weight=None):
+    """Forward and backward of one batch; returns the loss, still on the device. `weight`
+    scales the gradient (a process's share of a global batch under torchrun); a model that
+    DistributedDataParallel wraps (distributed.wrap) computes batch_loss itself."""
     with autocast_context(precision, device):
-        if isinstance(batch, Packing):
-            loss = model.packed_loss(batch.to(device, non_blocking=True))
+        if isinstance(model, DistributedDataParallel):
+            loss = model(batch, device)
         else:
-            x, y = (t.to(device, non_blocking=True) for t in batch)
-            _, loss = model(x, y)
-    loss.backward()
+            loss = batch_loss(model, batch, device)
+    (loss if weight is None else loss * weight.to(loss.dtype)).backward()
     return loss.detach()
 
 
@@ -187,6 +231,21 @@ def set_lr(optimizer, lr):
         group["lr"] = lr
 
 
+def read_checkpoint(path):
+    """torch.load of a training checkpoint, or the CheckpointError that says why it cannot be."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        state["model"], state["epoch"], state["tokens"]
+        return state
+    except Exception as e:  # noqa: BLE001 - damaged archives raise many kinds
+        if not zipfile.is_zipfile(path):  # torch.save writes a zip archive, its directory at the end
+            reason = f"{os.path.getsize(path)} bytes, not a complete torch.save archive"
+        else:
+            reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
+        return CheckpointError(f"{path}: cannot resume: not a readable training checkpoint, truncated "
+                               f"or corrupt ({reason}); delete it to start over")
+
+
 class Trainer:
 
     def __init__(self, model, train_dataset, test_dataset, config):
@@ -197,32 +256,42 @@ class Trainer:
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.model.to(self.device)
         self.checkpointed_epoch = None
+        self.corruption = None
+        self.sampler = None
+
+    def use_device_batches(self):
+        """Whether to make span-corruption batches on the device (see TrainerConfig.device_batches)."""
+        wanted = self.config.device_batches
+        if wanted is None:
+            wanted = self.device.type == "cuda"
+        return bool(wanted) and isinstance(self.train_dataset, CharCorruptionDataset)
 
     def save_checkpoint(self, optimizer, epoch, tokens):
-        atomic_save({
-            "model": self.model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "epoch": epoch,
-            "tokens": tokens,
-            "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
-                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
-            "run_info": self.config.run_info,
-        }, self.config.ckpt_path)
+        rng = {"torch": torch.get_rng_state(), "python": random.getstate(),
+               "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+        # under torchrun: every process's own streams, and the shared ones (alike everywhere)
+        per_process = distributed.gather(rng) if distributed.world()[1] > 1 else None
+        if distributed.is_main():
+            atomic_save({
+                "model": self.model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "epoch": epoch,
+                "tokens": tokens,
+                "rng": {**rng, "per_process": per_process,
+                        "corruption": self.corruption.state() if self.corruption is not None else None,
+                        "sampler": self.sampler.generator.get_state() if self.sampler is not None else None},
+                "run_info": self.config.run_info,
+            }, self.config.ckpt_path)
         self.checkpointed_epoch = epoch + 1
 
     def load_checkpoint(self, optimizer):
         """Model, optimizer and RNG state from ckpt_path; (next epoch index, tokens seen)."""
         path = self.config.ckpt_path
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=False)
-            model_state, epoch, tokens = state["model"], state["epoch"], state["tokens"]
-        except Exception as e:  # noqa: BLE001 - damaged archives raise many kinds
-            if not zipfile.is_zipfile(path):  # torch.save writes a zip archive, its directory at the end
-                reason = f"{os.path.getsize(path)} bytes, not a complete torch.save archive"
-            else:
-                reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
-            raise CheckpointError(f"{path}: cannot resume: not a readable training checkpoint, truncated "
-                                  f"or corrupt ({reason}); delete it to start over") from None
+        # under torchrun process 0 reads it and sends it to the others (no shared disk needed)
+        state = distributed.same(read_checkpoint(path) if distributed.is_main() else None)
+        if isinstance(state, CheckpointError):
+            raise state
+        model_state, epoch, tokens = state["model"], state["epoch"], state["tokens"]
         try:
             self.model.load_state_dict(model_state)
             optimizer.load_state_dict(state["optimizer"])
@@ -235,6 +304,20 @@ class Trainer:
         random.setstate(state["rng"]["python"])
         if state["rng"]["cuda"] is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+        if self.corruption is not None and state["rng"].get("corruption") is not None:
+            self.corruption.set_state(state["rng"]["corruption"])
+        if self.sampler is not None and state["rng"].get("sampler") is not None:
+            self.sampler.generator.set_state(state["rng"]["sampler"])
+        rank, processes = distributed.world()
+        if processes > 1:  # each process's own streams, if this run has as many processes as the saved one
+            own = (state["rng"].get("per_process") or [])
+            if len(own) == processes:
+                torch.set_rng_state(own[rank]["torch"])
+                random.setstate(own[rank]["python"])
+                if own[rank]["cuda"] is not None and torch.cuda.is_available():
+                    torch.cuda.set_rng_state_all(own[rank]["cuda"])
+            else:
+                distributed.split_rng()
         self.warn_if_changed(state.get("run_info"))
         self.checkpointed_epoch = epoch + 1
         return epoch + 1, tokens
@@ -254,7 +337,7 @@ class Trainer:
                   f"the result will differ from an uninterrupted run", file=sys.stderr)
 
     def log(self, record):
-        if self.config.log_path:
+        if self.config.log_path and distributed.is_main():
             with open(self.config.log_path, "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
 
@@ -274,16 +357,42 @@ class Trainer:
         optimizer = torch.optim.AdamW(decay_groups(model, config.weight_decay, config.recipe), lr=config.learning_rate,
                                       betas=config.betas, fused=cuda)
         step_model = torch.compile(model, backend=config.backend) if config.compile else model
+        rank, processes = distributed.world()
+        if processes > 1:  # torchrun: DDP averages the gradients; model stays unwrapped
+            step_model = distributed.wrap(step_model, batch_loss, device)
+        main = rank == 0
         groups = config.length_groups or (1 if cuda else cpu_length_groups(config.batch_size))
         # a compiled model compiles forward(), so it gets whole batches
         collate = functools.partial(packed_batch, groups=groups) if config.pack and not config.compile else whole_batch
         workers = config.num_workers if cuda else min(config.num_workers, max(0, (os.cpu_count() or 1) - 1))
-        loader = DataLoader(self.train_dataset, shuffle=RECIPES[config.recipe].shuffle, batch_size=config.batch_size,
-                            num_workers=workers, pin_memory=cuda, persistent_workers=workers > 0,
-                            drop_last=False, collate_fn=collate)
+        shuffle = RECIPES[config.recipe].shuffle
+        self.corruption = self.sampler = None
+        if self.use_device_batches():
+            # seeded from the global generator, so the run's seed decides its draws too
+            seed = distributed.same(int(torch.randint(1 << 62, (1,))))
+            self.corruption = CorruptionBatches(self.train_dataset, device, seed=seed)
+            pack = config.pack and not config.compile
+            steps_per_epoch = math.ceil(len(self.corruption) / config.batch_size)
+
+            def epoch_batches():
+                return device_epoch(self.corruption, config.batch_size, shuffle, pack, groups)
+        else:
+            if processes > 1:  # this process's slice of each batch, in the order every process agrees on
+                self.sampler = distributed.ShareSampler(len(self.train_dataset), config.batch_size, shuffle,
+                                                        seed=distributed.same(int(torch.randint(1 << 62, (1,)))))
+                batching = dict(batch_sampler=self.sampler)
+            else:
+                batching = dict(shuffle=shuffle, batch_size=config.batch_size, drop_last=False)
+            loader = DataLoader(self.train_dataset, num_workers=workers, pin_memory=cuda,
+                                persistent_workers=workers > 0, collate_fn=collate, **batching)
+            steps_per_epoch = len(loader)
+
+            def epoch_batches():
+                return loader
+        distributed.split_rng()
         first_epoch, tokens = 0, 0
         self.checkpointed_epoch = None  # the last epoch whose checkpoint this run wrote or read
-        if config.resume and config.ckpt_path and os.path.exists(config.ckpt_path):
+        if config.resume and config.ckpt_path and distributed.same(os.path.exists(config.ckpt_path)):
             first_epoch, tokens = self.load_checkpoint(optimizer)
             # the rate the next step would have had; a changed --learning_rate applies from it on
             set_lr(optimizer, config.learning_rate * lr_multiplier(tokens, config))
@@ -296,21 +405,28 @@ class Trainer:
             print(f"warning: no checkpoint at {config.ckpt_path}; starting from the beginning", file=sys.stderr)
         t_start = time.time()
         self.log({"event": "start", "precision": self.precision, "device": str(device), "recipe": config.recipe,
-                  "first_epoch": first_epoch, **(config.run_info or {})})
+                  "device_batches": self.corruption is not None, "first_epoch": first_epoch,
+                  **(config.run_info or {})})
 
-        steps_per_epoch = len(loader)
         total = tqdm(total=steps_per_epoch * config.max_epochs, initial=steps_per_epoch * first_epoch,
-                     desc="total", unit="step", position=0, disable=not config.progress, dynamic_ncols=True)
+                     desc="total", unit="step", position=0, disable=not (config.progress and main),
+                     dynamic_ncols=True)
         step, last_loss = steps_per_epoch * first_epoch, float("nan")
         for epoch in range(first_epoch, config.max_epochs):
             model.train()
             t0, losses = time.time(), []
-            bar = tqdm(loader, total=steps_per_epoch, desc=f"epoch {epoch + 1}/{config.max_epochs}",
-                       position=1, leave=False, disable=not config.progress, dynamic_ncols=True)
+            bar = tqdm(epoch_batches(), total=steps_per_epoch, desc=f"epoch {epoch + 1}/{config.max_epochs}",
+                       position=1, leave=False, disable=not (config.progress and main), dynamic_ncols=True)
             pending = []
-            for batch, untrimmed in bar:
+            for in_epoch, (batch, untrimmed) in enumerate(bar):
                 optimizer.zero_grad(set_to_none=True)
-                loss = forward_backward(step_model, batch, self.precision, device)
+                weight = None
+                if processes > 1:  # weigh this slice by its share of the global batch's targets
+                    rows = min(config.batch_size, len(self.train_dataset) - in_epoch * config.batch_size)
+                    weight, untrimmed = distributed.weigh(target_count(batch).to(device), untrimmed, rows)
+                loss = forward_backward(step_model, batch, self.precision, device, weight)
+                if weight is not None:
+                    loss = loss * weight / processes  # summed over processes: the global batch's loss
                 torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_norm_clip)
                 tokens += untrimmed  # the course counts every target position, PAD included
                 lr = config.learning_rate * lr_multiplier(tokens, config)
@@ -323,7 +439,10 @@ class Trainer:
                 step += 1
                 pending.append(loss.detach())
                 if len(pending) == config.log_every or step % steps_per_epoch == 0:
-                    values = torch.stack(pending).float().cpu().tolist()
+                    values = torch.stack(pending)
+                    if processes > 1:
+                        values = distributed.sum_over_processes(values)
+                    values = values.float().cpu().tolist()
                     pending = []
                     bad = next((i for i, v in enumerate(values) if not math.isfinite(v)), None)
                     if bad is not None:
