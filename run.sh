@@ -40,10 +40,13 @@ EOF
   london_baseline                     dev accuracy of always answering the most common training place
 other:
   setup                               install torch, numpy, tqdm, pytest into .venv unless present
+                                      (and matplotlib, optional: figures)
   data [--stats]                      regenerate data/ (byte-identical), or compare it with the course's
   explore                             numerical checks of the written part (written/README.md)
   bench                               training and evaluation speed: fast path vs plain fp32 eager
   grader [TEST_ID]                    src/grader.py
+  plot RECORD.log.jsonl ... --out FIGURE.png
+                                      loss curves of training runs from their records (matplotlib)
 environment:
   TORCHRUN="--standalone --nproc_per_node=N"   course stages under torchrun (data-parallel, N processes)
 EOF
@@ -68,6 +71,24 @@ setup() {
   "$py" -m venv "$ROOT/.venv"
   "$ROOT/.venv/bin/python" -m pip install --quiet -r "$ROOT/requirements.txt"
   PY="$ROOT/.venv/bin/python"
+}
+
+# Optional packages (requirements-optional.txt: matplotlib, for figures) go into the
+# project's .venv only, when `setup`, `quickstart` or `plot` finds them missing.  A failed
+# install only means no figures: it is noted, not retried until `./run.sh setup`, and never
+# stops the job.
+optional() {
+  local failed="$ROOT/.venv/.optional-install-failed"
+  [ "$PY" = "$ROOT/.venv/bin/python" ] || return 0
+  "$PY" -c "import matplotlib" 2>/dev/null && return 0
+  [ "${1:-}" = retry ] || [ ! -e "$failed" ] || return 0
+  echo "installing matplotlib into $ROOT/.venv (optional: figures)..." >&2
+  if "$PY" -m pip install --quiet -r "$ROOT/requirements-optional.txt"; then
+    rm -f "$failed"
+  else
+    touch "$failed"
+    echo "notice: matplotlib could not be installed; jobs run without figures (./run.sh setup tries again)" >&2
+  fi
 }
 
 need() {  # need FILE STAGE: a stage's input, and the stage that makes it
@@ -126,21 +147,22 @@ if variant_stage; then
 fi
 
 case "$stage" in
-  setup) setup; echo "python: $PY" ;;
+  setup) setup; optional retry; echo "python: $PY" ;;
   test)
     setup
     cd "$ROOT"
     "$PY" -m pytest "$@"
     (cd "$SRC" && "$PY" grader.py)
     ;;
-  quickstart) setup; "$PY" "$SRC/quickstart.py" "$@" ;;
-  reproduce) setup; "$PY" "$SRC/reproduce.py" "$@" ;;
+  quickstart) setup; optional; "$PY" "$SRC/quickstart.py" "$@" ;;
+  reproduce) setup; optional; "$PY" "$SRC/reproduce.py" "$@" ;;
   data)
     setup
     "$PY" "$ROOT/data/generate.py" "$@" ;;
   explore) setup; "$PY" "$ROOT/written/explore.py" "$@" ;;
   bench) setup; "$PY" "$SRC/bench.py" "$@" ;;
   grader) setup; cd "$SRC" && "$PY" grader.py "$@" ;;
+  plot) setup; optional; "$PY" "$SRC/plots.py" "$@" ;;
   london_baseline) setup; "$PY" "$SRC/run.py" --function baseline --variant vanilla --pretrain_corpus_path "$WIKI" \
       --finetune_corpus_path "$TRAIN" --eval_corpus_path "$DEV" "$@" ;;
 

@@ -5,7 +5,9 @@ with the quick preset below (the course stages themselves keep the course's
 hyperparameters): most-common-place baseline, vanilla without pretraining, vanilla
 pretrain -> finetune, synthesizer pretrain -> finetune, each evaluated on dev and test
 (`--variants` picks the pretrained variants from the registry, variants.py: also rope
-and perceiver). Ends with a table and out/quickstart/results.json.
+and perceiver). Ends with a table, out/quickstart/results.json and a figure beside it,
+results.png (loss curves of every training stage, accuracy per variant against the
+baseline; src/plots.py).
 
 The world has mention lines: each person is also named, with the birth place, in lines
 about something else.  Without them a model this small files each fact under the name's
@@ -30,6 +32,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "data"))
 
 import generate  # noqa: E402
+import plots  # noqa: E402
 import run  # noqa: E402
 from submission import variants  # noqa: E402
 
@@ -97,6 +100,8 @@ def stage(name, argv, results, timings):
     print(f"\n=== {name} ===", flush=True)
     t0 = time.time()
     results[name] = run.main(argv)
+    if "--writing_params_path" in argv:  # a training stage: where its run record is, for the figure
+        results[name]["record"] = argv[argv.index("--writing_params_path") + 1] + ".log.jsonl"
     timings[name] = round(time.time() - t0, 1)
     print(f"--- {name}: {timings[name]} s", flush=True)
 
@@ -212,6 +217,12 @@ def main():
         print(f"| {r['model']} | {fmt(r['dev_accuracy'])} | {fmt(r['test_accuracy'])} "
               f"| {fmt(r['pretrained_recall_dev'])} | {fmt(r['pretrained_recall_dev_moved'])} | {r['seconds']} |")
     print(f"\nwritten: {os.path.join(out, 'results.json')}")
+    figure = plots.plot_summary(
+        [(name, r["record"]) for name, r in results.items() if isinstance(r, dict) and "record" in r],
+        [{"variant": r["model"], "dev": r["dev_accuracy"], "test": r["test_accuracy"], "bar": None} for r in table[1:]],
+        os.path.join(out, "results.png"), baseline=table[0]["dev_accuracy"], title=f"Quick preset: {world}")
+    if figure:
+        print(f"written: {figure}")
 
 
 if __name__ == "__main__":

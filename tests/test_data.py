@@ -1,8 +1,10 @@
 """The project's own generated dataset (data/generate.py and the files it wrote)."""
 
+import importlib
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,14 +16,15 @@ DATA = ROOT / "data"
 COURSE = ROOT.parent / "shared" / "course-data"  # the course's files, never shipped
 
 
-def _load_generator():
-    spec = importlib.util.spec_from_file_location("data_generate", DATA / "generate.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _load(name):
+    """data/NAME.py as the scripts see it: data/ on sys.path (stats.py imports generate)."""
+    if str(DATA) not in sys.path:
+        sys.path.insert(0, str(DATA))
+    return importlib.import_module(name)
 
 
-gen = _load_generator()
+gen = _load("generate")
+data_stats = _load("stats")
 
 QUESTION = re.compile(r"^Where was ([^\t\n]+) born\?$")
 
@@ -40,14 +43,14 @@ def _pairs(path):
 
 @pytest.fixture(scope="module")
 def stats():
-    return gen.compute_stats(DATA)
+    return data_stats.compute_stats(DATA)
 
 
 @pytest.fixture(scope="module")
 def course_stats():
     if not (COURSE / "wiki.txt").exists():
         pytest.skip("course data not available at ../shared/course-data")
-    return gen.compute_stats(COURSE)
+    return data_stats.compute_stats(COURSE)
 
 
 # --- the committed files are exactly what the generator writes -------------------------
@@ -74,12 +77,30 @@ def test_cli_stats_prints_markdown_table():
     lines = out.strip().split("\n")
     assert lines[0].startswith("| statistic | ours |")
     assert all(line.startswith("| ") and line.endswith(" |") for line in lines)
-    assert len(lines) == 2 + len(gen.STAT_ROWS)
+    assert len(lines) == 2 + len(data_stats.STAT_ROWS)
 
 
 def test_no_machine_paths_in_project_files():
-    for path in [DATA / "generate.py", *(DATA / n for n in gen.FILES)]:
+    for path in [DATA / "generate.py", DATA / "stats.py", *(DATA / n for n in gen.FILES),
+                 *sorted(gen.TABLES.glob("*.json"))]:
         assert str(ROOT) not in path.read_text(encoding="utf-8"), path.name
+
+
+def test_importing_the_generator_reads_no_table(tmp_path):
+    shutil.copy(DATA / "generate.py", tmp_path / "generate.py")  # no tables/ beside it
+    spec = importlib.util.spec_from_file_location("lonely_generate", tmp_path / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.tables.cache_info().currsize == 0
+    with pytest.raises(FileNotFoundError, match="places.json"):
+        module.build_world(3)
+
+
+def test_tables_reject_a_key_written_twice(tmp_path, monkeypatch):
+    (tmp_path / "names.json").write_text('{"styles": {}, "styles": {}}', encoding="utf-8")
+    monkeypatch.setattr(gen, "TABLES", tmp_path)
+    with pytest.raises(ValueError, match="styles written twice"):
+        gen._read_table("names.json")
 
 
 # --- formats -------------------------------------------------------------------------
@@ -124,7 +145,7 @@ def test_people_are_unique_and_splits_disjoint():
 def test_answers_are_real_places_and_people_fictional():
     for name in ("birth_places_train.tsv", "birth_dev.tsv", "birth_test.tsv"):
         for q, a in _pairs(DATA / name):
-            assert a in gen.PLACES
+            assert a in gen.tables().places
             assert not gen._contains_place(QUESTION.match(q).group(1))
 
 
@@ -201,7 +222,7 @@ def test_small_world_is_deterministic_and_seeded(tmp_path):
 def test_small_world_keeps_the_proportions(tmp_path):
     info = gen.generate(tmp_path, n_people=400, seed=3, n_dev=200)
     assert (info["n_train"], info["n_dev"], info["n_test"]) == (164, 200, 36)
-    s = gen.compute_stats(tmp_path)
+    s = data_stats.compute_stats(tmp_path)
     assert s["documents"] == 400 and s["n_dev"] == 200
     assert s["question_chars_missing"] == ""
     assert s["dev_with_bio"] == 1.0

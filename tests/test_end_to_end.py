@@ -4,6 +4,7 @@ Tiny models and one epoch on a few documents written to a temporary folder; the 
 that every stage runs, writes what the next stage reads, and prints what the course prints.
 """
 
+import importlib.util
 import os
 import random
 import re
@@ -287,6 +288,11 @@ def test_quickstart_runs_every_stage_and_writes_the_table(tmp_path):
     assert '"seed": 3' in start  # the preset's training seed reaches every training stage
     assert res["stage_seconds"]["vanilla_pretrain"] >= 0 and res["total_seconds"] > 0
     assert "| vanilla, pretrained |" in r.stdout  # the printed table
+    figure = out / "results.png"  # beside the table: loss curves and accuracies (src/plots.py)
+    if importlib.util.find_spec("matplotlib"):
+        assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"written: {figure}" in r.stdout
+    else:
+        assert "notice: matplotlib is not installed" in r.stdout and not figure.exists()
 
 
 def test_quickstart_on_given_files_without_test_answers(data, tmp_path):
