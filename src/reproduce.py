@@ -32,35 +32,37 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
+import plots  # noqa: E402
 import run  # noqa: E402
 from submission import dataset as ds  # noqa: E402
-
-VARIANTS = list(run.INITIALIZE)
-DEV_BAR = {"vanilla": 0.10, "synthesizer": 0.05}  # the course grader's dev thresholds
+from submission import variants  # noqa: E402
 
 RUN_SH = os.path.join(ROOT, "run.sh")
 
 
-def stages(variant):
-    """(stage, output file, kind) in the order they must run; kind: train, dev or test."""
-    out = []
-    if variant == "vanilla":
-        out += [("vanilla_finetune_without_pretrain", "vanilla.model.params", "train"),
-                ("vanilla_eval_dev_without_pretrain", "vanilla.nopretrain.dev.predictions", "dev"),
-                ("vanilla_eval_test_without_pretrain", "vanilla.nopretrain.test.predictions", "test")]
-    out += [(f"{variant}_pretrain", f"{variant}.pretrain.params", "train"),
-            (f"{variant}_finetune_with_pretrain", f"{variant}.finetune.params", "train"),
-            (f"{variant}_eval_dev_with_pretrain", f"{variant}.pretrain.dev.predictions", "dev"),
-            (f"{variant}_eval_test_with_pretrain", f"{variant}.pretrain.test.predictions", "test")]
-    return out
+def output_of(stage):
+    """The file a course stage writes (run.sh's names), and its kind: train, dev or test."""
+    variant, step = stage.split("_", 1)
+    split = "dev" if "_dev_" in step else "test"
+    if step == "finetune_without_pretrain":
+        return f"{variant}.model.params", "train"
+    if step.startswith("eval_") and step.endswith("_without_pretrain"):
+        return f"{variant}.nopretrain.{split}.predictions", split
+    if step == "pretrain":
+        return f"{variant}.pretrain.params", "train"
+    if step == "finetune_with_pretrain":
+        return f"{variant}.finetune.params", "train"
+    return f"{variant}.pretrain.{split}.predictions", split
 
 
-def rows_of(variant):
-    """Table rows of a variant: (label, its stages)."""
-    every = stages(variant)
-    if variant != "vanilla":
-        return [(variant, every)]
-    return [("vanilla, no pretraining", every[:3]), ("vanilla", every[3:])]
+def rows_of(name):
+    """Table rows of a variant: (label, [(stage, output file, kind)]), in the order they run."""
+    every = [(stage, *output_of(stage)) for stage in variants.get(name).stages()]
+    pretrained = every[-4:]
+    rows = [(name, pretrained)]
+    if len(every) > 4:  # the course's no-pretraining stages come first
+        rows.insert(0, (f"{name}, no pretraining", every[:-4]))
+    return rows
 
 
 def accuracy(predictions_path, answers_path):
@@ -105,7 +107,7 @@ def estimate_hours(variants, data_dir, recipe_flags):
     for variant in variants:
         seconds = statistics.median(bench.time_training_path("fast", variant, wiki, 128, 3, precision))
         steps = 650 * math.ceil(docs / 128) + 10 * math.ceil(n_train / 256)
-        if variant == "vanilla":
+        if variants.get(variant).without_pretrain:
             steps += 75 * math.ceil(n_train / 256)
         hours += steps * seconds / 3600
     return hours
@@ -147,7 +149,7 @@ def main(argv=None):
     argp.add_argument("--out", default=os.path.join(HERE, "submission"),
                       help="folder for params, predictions and the table (default: src/submission, "
                            "where the grader's hidden tests look)")
-    argp.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    argp.add_argument("--variants", nargs="+", choices=list(variants.VARIANTS), default=list(variants.VARIANTS))
     argp.add_argument("--recipe", choices=list(run.RECIPES), default="course")
     argp.add_argument("--estimate", action="store_true", help="print the time estimate and stop")
     argp.add_argument("stage_flags", nargs=argparse.REMAINDER,
@@ -180,7 +182,8 @@ def main(argv=None):
         finetune_corpus_path=os.path.join(data_dir, "birth_places_train.tsv"),
         eval_corpus_path=os.path.join(data_dir, "birth_dev.tsv")))
     test_answers = os.path.join(data_dir, "birth_test.tsv")  # the shipped data has them; the course's not
-    results = {"device": device_name(), "recipe": args.recipe, "data": data_dir, "stage_flags": extra,
+    results = {"device": device_name(), "recipe": args.recipe, "data": data_dir,
+               "data_name": os.path.basename(data_dir), "stage_flags": extra,
                "git": run.git_revision(), "baseline": baseline, "rows": []}
     todo = [(label, s) for v in args.variants for label, s in rows_of(v)]
     count = sum(len(s) for _, s in todo)
@@ -199,13 +202,15 @@ def main(argv=None):
             if kind == "train" and os.path.exists(path + ".ckpt"):
                 flags.append("--resume")
             seconds[stage] = run_stage(stage, out_dir, data_dir, flags)
-        variant = label.split(",")[0]
+        variant = variants.get(label.split(",")[0])
         predictions = {kind: os.path.join(out_dir, output) for _, output, kind in row_stages if kind != "train"}
         results["rows"].append({
-            "label": label, "variant": variant,
+            "label": label, "variant": variant.name,
             "dev": accuracy(predictions["dev"], os.path.join(data_dir, "birth_dev.tsv")),
             "test": accuracy(predictions["test"], test_answers),
-            "bar": DEV_BAR.get(variant) if label == variant else None,
+            "bar": variant.dev_threshold if label == variant.name else None,
+            "records": [os.path.join(out_dir, output + ".log.jsonl") for _, output, kind in row_stages
+                        if kind == "train"],
             "seconds": seconds})
         with open(state_path, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=1)
@@ -215,7 +220,27 @@ def main(argv=None):
     print()
     print(text)
     print(f"\n(written to {state_path} and reproduce.md beside it)")
+    figure(results, out_dir)
     return results
+
+
+def figure(results, out_dir):
+    """reproduce.png: every training stage's loss curve beside the accuracy table."""
+    records = [(os.path.basename(path)[:-len(".params.log.jsonl")], path)
+               for r in results["rows"] for path in r["records"] if os.path.exists(path)]
+    if not records:  # every stage existed before and its record was removed
+        return None
+    rows = [{"variant": r["label"], "dev": r["dev"], "test": r["test"], "bar": r["bar"]} for r in results["rows"]]
+    try:
+        path = plots.plot_summary(records, rows, os.path.join(out_dir, "reproduce.png"),
+                                  baseline=results["baseline"]["accuracy"],
+                                  title=f"The course's table on {results['data_name']}, recipe {results['recipe']}")
+    except plots.PlotError as e:
+        print(f"notice: no figure: {e}")
+        return None
+    if path:
+        print(f"figure: {path}")
+    return path
 
 
 if __name__ == "__main__":

@@ -17,9 +17,11 @@ ROOT = Path(__file__).resolve().parent.parent
 RUN_SH = ROOT / "run.sh"
 sys.path.insert(0, str(ROOT / "src"))
 
+import plots  # noqa: E402
 import reproduce  # noqa: E402
+from submission import variants  # noqa: E402
 
-TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "16", "--block_size", "64",
+TINY = ["--n_layer", "2", "--n_head", "2", "--n_embd", "16", "--block_size", "64",
         "--max_epochs", "1", "--batch_size", "16", "--num_workers", "0", "--quiet"]
 PLACES = ["Paris", "London", "Lagos", "Rome", "Tokyo", "Berlin"]
 
@@ -56,8 +58,12 @@ def first(world, tmp_path_factory):
     return out, r
 
 
+def every_row():
+    return [row for v in variants.VARIANTS for row in reproduce.rows_of(v)]
+
+
 def expected_rows():
-    return [label for v in reproduce.VARIANTS for label, _ in reproduce.rows_of(v)]
+    return [label for label, _ in every_row()]
 
 
 def test_every_stage_runs_and_the_table_says_what_the_files_hold(world, first):
@@ -65,8 +71,10 @@ def test_every_stage_runs_and_the_table_says_what_the_files_hold(world, first):
     results = json.loads((out / "reproduce.json").read_text(encoding="utf-8"))
     assert [row["label"] for row in results["rows"]] == expected_rows()
     dev = (world / "birth_dev.tsv").read_text(encoding="utf-8").split("\n")[:-1]
-    for row, (label, row_stages) in zip(results["rows"], (x for v in reproduce.VARIANTS for x in reproduce.rows_of(v))):
+    for row, (label, row_stages) in zip(results["rows"], every_row()):
+        assert [s for s, _, _ in row_stages] == [s for s in variants.get(row["variant"]).stages() if s in row["seconds"]]
         assert list(row["seconds"]) == [s for s, _, _ in row_stages]
+        assert row["bar"] == (variants.get(row["variant"]).dev_threshold if label == row["variant"] else None)
         assert all(t > 0 for t in row["seconds"].values())
         for stage, output, kind in row_stages:
             assert (out / output).is_file(), output
@@ -81,6 +89,13 @@ def test_every_stage_runs_and_the_table_says_what_the_files_hold(world, first):
     record = (out / "vanilla.pretrain.params.log.jsonl").read_text(encoding="utf-8").splitlines()[0]
     start = json.loads(record)
     assert start["recipe"] == "course" and start["config"]["max_epochs"] == 1  # the flags reached the stage
+    assert "vanilla, no pretraining" in expected_rows() and len(expected_rows()) == len(variants.VARIANTS) + 1
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert plots.NOTICE in r.stdout and not (out / "reproduce.png").exists()
+    else:
+        assert (out / "reproduce.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_a_rerun_skips_what_exists_and_redoes_what_is_missing(world, first):
