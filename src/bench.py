@@ -94,7 +94,7 @@ def training_setup(variant, wiki, batch_size):
     random.seed(0)
     data = ds.CharCorruptionDataset(wiki, 128)
     model = course_model(variant, data.vocab_size).train()
-    rows = [data[i % len(data)] for i in random.sample(range(len(data)), batch_size)]
+    rows = [data[i % len(data)] for i in random.sample(range(max(len(data), batch_size)), batch_size)]  # small data: repeats
     x = torch.randint(2, data.vocab_size, (batch_size, 127))
     return model, rows, list(zip(x, torch.roll(x, -1, 1)))
 
