@@ -47,6 +47,7 @@ QUICK = dict(
     bottleneck_dim=32,  # the Perceiver's m (2023-24 editions), when --variants includes it
     num_workers=0,  # two cores: a loader process would take one from the model
     train_seed=0,  # run.py --seed: initialisation, batch order, corruption and dropout
+    recipe="course",  # run.py --recipe for every training stage (README: the recipes on the quick preset)
 )
 
 
@@ -139,7 +140,7 @@ def main():
     common = ["--pretrain_corpus_path", wiki, "--n_layer", str(p["n_layer"]), "--n_head", str(p["n_head"]),
               "--n_embd", str(p["n_embd"]), "--block_size", str(p["block_size"]),
               "--num_workers", str(p["num_workers"]), "--precision", args.precision, "--seed", str(p["train_seed"]),
-              "--bottleneck_dim", str(p["bottleneck_dim"])]
+              "--bottleneck_dim", str(p["bottleneck_dim"]), "--recipe", p["recipe"]]
     common += ["--quiet"] * args.quiet + ["--reference_path"] * args.reference_path
     results, timings = {}, {}
 
