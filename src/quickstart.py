@@ -11,7 +11,7 @@ baseline; src/plots.py).
 
 The world has mention lines: each person is also named, with the birth place, in lines
 about something else.  Without them a model this small files each fact under the name's
-position rather than the name, and no question can reach it (README, "The quick preset").
+position rather than the name, and no question can reach it (docs/quick-preset.md).
 
     ./run.sh quickstart                 # the preset, on a CPU
     ./run.sh quickstart --set pretrain_epochs=300 --out out/try1   # a variation
@@ -36,7 +36,7 @@ import plots  # noqa: E402
 import run  # noqa: E402
 from submission import variants  # noqa: E402
 
-# Measured choices; see README "The quick preset" for what was tried.
+# Measured choices; docs/quick-preset.md says what was tried.
 QUICK = dict(
     people=520, n_train=300, n_dev=200, n_test=20, seed=2937, mentions=2,  # the world
     n_layer=2, n_head=4, n_embd=128, block_size=128,  # the model
