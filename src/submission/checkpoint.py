@@ -119,7 +119,7 @@ def atomic_write_text(text, path):
 
 # --- reading ---------------------------------------------------------------------------
 
-def damage(path, error):
+def why_unreadable(path, error):
     """Why torch.load could not read `path`, in a few words for one line of output."""
     if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; its directory sits at the end
         return f"{os.path.getsize(path)} bytes, not a complete torch.save archive"
@@ -179,7 +179,8 @@ def read_params_file(path):
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - torch raises many kinds for damaged archives
-        raise ParamsError(f"{path}: not a readable params file: truncated or corrupt ({damage(path, e)})") from None
+        raise ParamsError(f"{path}: not a readable params file: truncated or corrupt "
+                          f"({why_unreadable(path, e)})") from None
 
 
 def load_params(model, path):
@@ -212,7 +213,7 @@ def read_checkpoint(path):
         return state
     except Exception as e:  # noqa: BLE001 - damaged archives raise many kinds
         return CheckpointError(f"{path}: cannot resume: not a readable training checkpoint, truncated "
-                               f"or corrupt ({damage(path, e)}); delete it to start over")
+                               f"or corrupt ({why_unreadable(path, e)}); delete it to start over")
 
 
 def restore(model, optimizer, state, path):
