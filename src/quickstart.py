@@ -67,6 +67,7 @@ def recall(params, variant, p, data):
     positions 0, 1, 2, ..." does not, and no finetuning on questions can reach it.
     """
     from submission import dataset as ds
+    from submission.checkpoint import load_params
     from submission.helper import build
     from submission.model import GPTConfig
     from submission.utils import greedy_decode
@@ -77,7 +78,7 @@ def recall(params, variant, p, data):
     options = {k: p[k] for k in variants.VARIANTS[variant].options}
     model = build(variant, GPTConfig(len(vocab.stoi), p["block_size"], n_layer=p["n_layer"], n_head=p["n_head"],
                                      n_embd=p["n_embd"]), **options)
-    model.load_state_dict(torch.load(params, map_location="cpu", weights_only=True))
+    load_params(model, params)
     with open(os.path.join(data, "birth_dev.tsv"), encoding="utf-8") as f:
         rows = ds.split_rows(f.read(), "birth_dev.tsv")
     prompts, answers = [], []
