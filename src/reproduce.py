@@ -234,7 +234,7 @@ def figure(results, out_dir):
     try:
         path = plots.plot_summary(records, rows, os.path.join(out_dir, "reproduce.png"),
                                   baseline=results["baseline"]["accuracy"],
-                                  title=f"The course's table on {results['data_name']}, recipe {results['recipe']}")
+                                  title=f"The course's table on {results['data_name']}/, recipe {results['recipe']}")
     except plots.PlotError as e:
         print(f"notice: no figure: {e}")
         return None
