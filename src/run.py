@@ -9,7 +9,6 @@ Errors a user can cause are one line on stderr and exit code 1.
 """
 
 import argparse
-import contextlib
 import hashlib
 import json
 import os
@@ -26,12 +25,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from submission import dataset as ds  # noqa: E402
 from submission import distributed, variants  # noqa: E402
+from submission.decoding import greedy_decode  # noqa: E402
 from submission.helper import INITIALIZE, ParamsError, finetune, load_params, pretrain, train  # noqa: E402
-from submission.attention import reference_path  # noqa: E402
 from submission.model import GPTConfig  # noqa: E402
 from submission.trainer import RECIPES, CheckpointError, NonFiniteLoss  # noqa: E402
-from submission.utils import (atomic_write_text, evaluate_places, greedy_decode,  # noqa: E402
-                              remove_stale_tmp, resolve_precision, set_seed)
+from submission.utils import (atomic_write_text, evaluate_places, remove_stale_tmp, resolve_precision,  # noqa: E402
+                              set_seed)
 
 COURSE_MODEL = dict(n_layer=4, n_head=8, n_embd=256)
 BLOCK_SIZE = 128
@@ -85,8 +84,8 @@ def build_parser():
                       help="pretraining: make span-corruption batches on the device with tensor operations, "
                            "equal in distribution to the dataset's (default: on CUDA only)")
     argp.add_argument("--reference_path", action="store_true",
-                      help="compute attention and dropout the plain way, each batch in one piece "
-                           "(to compare with the fast path)")
+                      help="build the model with the plain implementation: attention and dropout computed "
+                           "the course's way, each batch in one piece (to compare with the fast path)")
     size = argp.add_argument_group("model size and schedule (default: the course's)")
     for name in ("n_layer", "n_head", "n_embd", "block_size", "max_epochs", "batch_size", "num_workers"):
         size.add_argument(f"--{name}", type=int, default=None)
@@ -212,7 +211,8 @@ def variant_options(args):
 
 
 def build_model(args, pretrain_dataset):
-    mconf = GPTConfig(pretrain_dataset.vocab_size, pretrain_dataset.block_size, **model_sizes(args))
+    mconf = GPTConfig(pretrain_dataset.vocab_size, pretrain_dataset.block_size, **model_sizes(args),
+                      implementation="plain" if args.reference_path else "fast")
     return INITIALIZE[args.variant](mconf, **variant_options(args))
 
 
@@ -345,11 +345,8 @@ def run(args):
     output_dir_for(args.writing_params_path, "params file")  # every input checked: only now create it
     remove_stale_tmp(args.writing_params_path + ".ckpt")
     configure(tconf, args, args.writing_params_path, data)
-    if args.reference_path:
-        tconf.pack = False
     t0 = time.time()
-    with reference_path() if args.reference_path else contextlib.nullcontext():
-        train(model, args.writing_params_path, trainer)
+    train(model, args.writing_params_path, trainer)
     return {"final_loss": trainer.final_loss, "seconds": time.time() - t0}
 
 

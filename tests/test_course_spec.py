@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import submission
-from submission import helper, trainer as trainer_mod, utils
+from submission import decoding, helper, trainer as trainer_mod, utils
 from submission import (CausalCrossAttention, CausalSelfAttention, CharCorruptionDataset, DownProjectBlock,
                         GPTConfig, NameDataset, SynthesizerAttention, Trainer, TrainerConfig, UpProjectBlock,
                         apply_rotary_emb, evaluate_places, initialize_perceiver_model, initialize_rope_model,
@@ -847,12 +847,12 @@ def test_greedy_decode_equals_sample_one_prompt_at_a_time(variant):
     rng = random.Random(0)
     prompts = [[rng.randrange(2, 24) for _ in range(n)] for n in (1, 2, 5, 9, 13, limit - 3, limit)]
     for steps in (1, 6, 30):
-        got = utils.greedy_decode(model, prompts, steps, batch_size=4)
+        got = decoding.greedy_decode(model, prompts, steps, batch_size=4)
         for prompt, out in zip(prompts, got):
             n = min(steps, limit - len(prompt) + 1)  # sample() starts cropping after that
             ref = utils.sample(model, torch.tensor([prompt]), n, sample=False)[0, len(prompt):].tolist()
             assert out == ref, (len(prompt), steps)
-    all_tokens = {t for out in utils.greedy_decode(model, prompts, 6) for t in out}
+    all_tokens = {t for out in decoding.greedy_decode(model, prompts, 6) for t in out}
     assert len(all_tokens) > 4, "random weights should give varied completions"
 
 
@@ -862,7 +862,7 @@ def test_greedy_decode_stops_at_stop_id():
     prompts = [[3, 4, 5], [7], [9, 10, 11, 12, 13, 14]]
     refs = [utils.sample(model, torch.tensor([p]), 12, sample=False)[0, len(p):].tolist() for p in prompts]
     stop = refs[0][3]
-    got = utils.greedy_decode(model, prompts, 12, stop_id=stop)
+    got = decoding.greedy_decode(model, prompts, 12, stop_id=stop)
     for out, ref in zip(got, refs):
         k = ref.index(stop) + 1 if stop in ref else len(ref)
         assert out == ref[:k], "a row ends with its first stop_id"
