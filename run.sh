@@ -99,7 +99,7 @@ need() {  # need FILE STAGE: a stage's input, and the stage that makes it
 }
 
 # TORCHRUN="--nproc_per_node=2" (torchrun's own flags) runs every run.py stage under torchrun
-# with this interpreter: data-parallel training, process 0 writing (README: several GPUs).
+# with this interpreter: data-parallel training, process 0 writing (docs/speed.md: several GPUs).
 runpy() {
   if [ -n "${TORCHRUN:-}" ]; then
     # shellcheck disable=SC2086  # the flags split into words on purpose

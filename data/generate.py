@@ -200,7 +200,7 @@ def tables():
 # In the course's data, as in our course-sized world, every name opens its own line and
 # nowhere else; a model as small as the quick preset's then files each birth place under
 # "the characters at positions 0, 1, 2, ..." and a question, which puts the name at
-# position 10, cannot reach it (README, "The quick preset", measures this).  Seeing each
+# position 10, cannot reach it (docs/quick-preset.md measures this).  Seeing each
 # name at other positions too makes the fact a property of the name.  Titles (templates.json,
 # "mention_titles") use the person's other places, never the birth place.
 MENTION_SEED = 101  # mentions draw from their own generator: the biographies stay as they are

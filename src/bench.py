@@ -36,7 +36,7 @@ from submission import variants  # noqa: E402
 from submission.corruption import CorruptionBatches  # noqa: E402
 from submission.decoding import greedy_decode  # noqa: E402
 from submission.helper import build  # noqa: E402
-from submission.model import GPTConfig  # noqa: E402
+from submission.model import COURSE_MODEL, GPTConfig  # noqa: E402
 from submission.packing import Packing, cpu_length_groups, group_rows, packed_batch, whole_batch  # noqa: E402
 from submission.trainer import decay_groups, forward_backward  # noqa: E402
 from submission.utils import resolve_precision, sample  # noqa: E402
@@ -53,7 +53,7 @@ def matmul_peak(dtype, n=2048, repeats=5):
 
 def course_model(variant, vocab_size, implementation="fast"):
     """The course's 4 x 8 x 256 model, block 128 (the Perceiver with the course's m = 32)."""
-    return build(variant, GPTConfig(vocab_size, 128, n_layer=4, n_head=8, n_embd=256, implementation=implementation))
+    return build(variant, GPTConfig(vocab_size, **COURSE_MODEL, implementation=implementation))
 
 
 def flops_per_token(model, T):
@@ -91,9 +91,9 @@ def training_setup(variant, wiki, batch_size, implementation="fast"):
     """The model and the batches every path is timed on (the same in every process)."""
     torch.manual_seed(0)
     random.seed(0)
-    data = ds.CharCorruptionDataset(wiki, 128)
+    data = ds.CharCorruptionDataset(wiki, COURSE_MODEL["block_size"])
     model = course_model(variant, data.vocab_size, implementation).train()
-    rows = [data[i % len(data)] for i in random.sample(range(len(data)), batch_size)]
+    rows = [data[i % len(data)] for i in random.sample(range(max(len(data), batch_size)), batch_size)]  # small data: repeats
     x = torch.randint(2, data.vocab_size, (batch_size, 127))
     return model, rows, list(zip(x, torch.roll(x, -1, 1)))
 
@@ -221,7 +221,7 @@ def bench_device(variant, wiki, train_tsv, batch_size, steps, warmup, device, pr
     device = torch.device(device)
     torch.manual_seed(0)
     random.seed(0)
-    data = ds.CharCorruptionDataset(wiki, 128)
+    data = ds.CharCorruptionDataset(wiki, COURSE_MODEL["block_size"])
     names = ds.NameDataset(data, train_tsv)
     makers = batch_makers(data, names, batch_size, finetune_rows, device)
     ours_precision = resolve_precision(precision, device)

@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""Grading harness for the assignment, test ids after the handouts' parts (1c .. 1g; 1h RoPE, 1i Perceiver).
+"""The assignment's tests, ids after the handouts' parts (1c .. 1g; 1h RoPE, 1i Perceiver).
 
     cd src && python grader.py             # every test
     python grader.py 1e-0-basic            # one test
     python grader.py 1f                    # every test of one part
     python grader.py --list                # ids, points and descriptions
 
-basic tests check the specification on small inline data and tiny models; hidden tests
-check the deliverables in src/submission/ (params and predictions files), and are
-reported as SKIP, with the ./run.sh stage that makes the file, while it is absent.
-Data files are read from ../data, or from $DATA_DIR when set (as run.sh does).
+basic tests check the specification on small inline data and tiny models (pytest runs
+each of them too: tests/test_grader.py); hidden tests check the deliverables in
+src/submission/ (params and predictions files), and are reported as SKIP, with the
+./run.sh stage that makes the file, while it is absent. Data files are read from ../data,
+or from $DATA_DIR when set (as run.sh does). The harness (runner, time limit, report) is
+graderUtil.py.
 
 Output: one line per test (PASS/FAIL/SKIP, points, description; details indented below),
 then the points, then `N passed, N failed, N skipped` as the last line. The exit code is 1
@@ -21,11 +23,8 @@ import io
 import math
 import os
 import random
-import signal
 import sys
 import tempfile
-import time
-import traceback
 
 SRC = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(SRC)
@@ -33,133 +32,20 @@ SUB = os.path.join(SRC, "submission")
 DATA = os.environ.get("DATA_DIR") or os.path.join(ROOT, "data")
 sys.path.insert(0, SRC)
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 import submission  # noqa: E402
+from graderUtil import Grader, Skip, check  # noqa: E402
 from submission import decoding, helper, variants  # noqa: E402
 from submission import trainer as trainer_mod  # noqa: E402
 
-torch.set_num_threads(1)  # tiny models: one thread is fastest, and immune to a busy machine
-
 PAD = "\u25A1"
 MASK = "\u2047"
-TIME_LIMIT_S = 60  # per test
 COURSE = dict(n_layer=4, n_head=8, n_embd=256)
 BLOCK = 128
 
-
-# --- the harness ---------------------------------------------------------------------------------
-
-class Skip(Exception):
-    """The test cannot run yet; the message says what to run first."""
-
-
-class Test:
-    def __init__(self, test_id, points, description, func):
-        self.id, self.points, self.description, self.func = test_id, points, description, func
-
-
-TESTS = []
-
-
-def test(test_id, points, description):
-    def register(func):
-        TESTS.append(Test(test_id, points, description, func))
-        return func
-    return register
-
-
-def check(condition, message):
-    if not condition:
-        raise AssertionError(message)
-
-
-class _Timeout(Exception):
-    pass
-
-
-def _alarm(signum, frame):
-    raise _Timeout()
-
-
-def run_one(t):
-    """(status, details): status PASS, FAIL or SKIP; details a list of lines."""
-    random.seed(0)
-    np.random.seed(0)
-    torch.manual_seed(0)
-    captured = io.StringIO()
-    use_alarm = hasattr(signal, "SIGALRM")
-    if use_alarm:
-        previous = signal.signal(signal.SIGALRM, _alarm)
-        signal.alarm(TIME_LIMIT_S)
-    try:
-        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
-            info = t.func()
-        return "PASS", [info] if info else []
-    except Skip as e:
-        return "SKIP", [str(e)]
-    except _Timeout:
-        return "FAIL", [f"took longer than {TIME_LIMIT_S} s"]
-    except AssertionError as e:
-        details = [str(e) or _where(e)]
-    except Exception as e:  # noqa: BLE001 - a crash in the code under test is a failure
-        details = [f"{type(e).__name__}: {e}".splitlines()[0][:300], _where(e)]
-    finally:
-        if use_alarm:
-            signal.alarm(0)
-            signal.signal(signal.SIGALRM, previous)
-    output = captured.getvalue().strip().splitlines()
-    if output:
-        details.append("output: " + " | ".join(output[-5:])[:400])
-    return "FAIL", details
-
-
-def _where(e):
-    frames = traceback.extract_tb(e.__traceback__)
-    frame = frames[-1] if frames else None
-    return f"at {os.path.relpath(frame.filename, ROOT)}:{frame.lineno}: {frame.line}" if frame else ""
-
-
-def main(argv):
-    if argv and argv[0] in ("-h", "--help"):
-        print(__doc__.strip())
-        return 0
-    if argv and argv[0] == "--list":
-        for t in TESTS:
-            print(f"{t.id:<13} {t.points:>2}  {t.description}")
-        return 0
-    selected = TESTS
-    if argv:
-        wanted = set(argv)
-        selected = [t for t in TESTS if t.id in wanted or t.id.split("-")[0] in wanted]
-        unknown = wanted - {t.id for t in selected} - {t.id.split("-")[0] for t in selected}
-        if unknown:
-            print(f"unknown test id(s): {', '.join(sorted(unknown))}; `python grader.py --list` shows them",
-                  file=sys.stderr)
-            return 2
-    counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
-    earned = skipped_points = 0
-    started = time.time()
-    for t in selected:
-        t0 = time.time()
-        status, details = run_one(t)
-        counts[status] += 1
-        got = t.points if status == "PASS" else 0
-        earned += got
-        if status == "SKIP":
-            skipped_points += t.points
-        print(f"{status}  {t.id:<12} {got:>2}/{t.points:<2} {t.description}  ({time.time() - t0:.1f}s)")
-        for line in details:
-            print(f"      {line}")
-        sys.stdout.flush()
-    total = sum(t.points for t in selected)
-    print(f"Points: {earned}/{total}" + (f" ({skipped_points} in skipped tests)" if skipped_points else "")
-          + f" in {time.time() - started:.1f}s")
-    print(f"{counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped")
-    return 1 if counts["FAIL"] else 0
-
+grader = Grader(__doc__, time_limit_s=60)
+test = grader.test
 
 # --- shared pieces -------------------------------------------------------------------------------
 
@@ -333,6 +219,7 @@ def attention_reference(att, X, n_head, variant):
     return torch.cat(heads, -1) @ att.proj.weight.T + att.proj.bias
 
 
+@torch.no_grad()
 def check_attention(variant, lengths):
     n_embd, n_head, block = 16, 4, 10
     config = submission.GPTConfig(30, block, n_layer=1, n_head=n_head, n_embd=n_embd,
@@ -347,40 +234,103 @@ def check_attention(variant, lengths):
         check(err < 1e-9, f"{variant} attention differs from the formula by {err:.2e} at T={T}")
 
 
-def expected_shapes(variant, vocab, block, width, heads, n_layer):
-    shapes = {"tok_emb.weight": (vocab, width), "pos_emb": (1, block, width),
-              "ln_f.weight": (width,), "ln_f.bias": (width,), "head.weight": (vocab, width)}
-    for i in range(n_layer):
-        b = f"blocks.{i}."
-        for ln in ("ln1", "ln2"):
-            shapes[f"{b}{ln}.weight"] = shapes[f"{b}{ln}.bias"] = (width,)
-        shapes[b + "mlp.0.weight"], shapes[b + "mlp.0.bias"] = (4 * width, width), (4 * width,)
-        shapes[b + "mlp.2.weight"], shapes[b + "mlp.2.bias"] = (width, 4 * width), (width,)
-        shapes[b + "attn.mask"] = (1, 1, block, block)
-        for name in ("key", "query", "value", "proj") if variant == "vanilla" else ("w1", "value", "proj"):
-            shapes[f"{b}attn.{name}.weight"], shapes[f"{b}attn.{name}.bias"] = (width, width), (width,)
-        if variant == "synthesizer":
-            shapes[b + "attn.w2"], shapes[b + "attn.b2"] = (width // heads, block - 1), (block - 1,)
+def block_shapes(prefix, width, block, linears):
+    """A transformer block's state_dict shapes: two layer norms, the MLP, the mask, the attention's linears."""
+    shapes = {}
+    for ln in ("ln1", "ln2"):
+        shapes[f"{prefix}{ln}.weight"] = shapes[f"{prefix}{ln}.bias"] = (width,)
+    shapes[prefix + "mlp.0.weight"], shapes[prefix + "mlp.0.bias"] = (4 * width, width), (4 * width,)
+    shapes[prefix + "mlp.2.weight"], shapes[prefix + "mlp.2.bias"] = (width, 4 * width), (width,)
+    shapes[prefix + "attn.mask"] = (1, 1, block, block)
+    for name in linears:
+        shapes[f"{prefix}attn.{name}.weight"], shapes[f"{prefix}attn.{name}.bias"] = (width, width), (width,)
     return shapes
 
 
-def check_state_dict(model, variant):
+def expected_shapes(variant, n_layer=4, vocab=256, block=128, width=256, heads=8, bottleneck=32):
+    """The course's state_dict of each edition's model, written out from its handout
+    (the Perceiver with the 2023-24 default m = 32)."""
+    shapes = {"tok_emb.weight": (vocab, width), "pos_emb": (1, block, width),
+              "ln_f.weight": (width,), "ln_f.bias": (width,), "head.weight": (vocab, width)}
+    dot = ("key", "query", "value", "proj")
+    if variant == "perceiver":
+        shapes.update(block_shapes("down_block.", width, block, dot), **block_shapes("up_block.", width, block, dot))
+        shapes["down_block.C"] = (1, bottleneck, width)
+        for i in range(n_layer - 2):
+            shapes.update(block_shapes(f"blocks.{i}.", width, bottleneck, dot))
+        return shapes
+    if variant == "rope":
+        del shapes["pos_emb"]
+    for i in range(n_layer):
+        b = f"blocks.{i}."
+        shapes.update(block_shapes(b, width, block, ("w1", "value", "proj") if variant == "synthesizer" else dot))
+        if variant == "synthesizer":
+            shapes[b + "attn.w2"], shapes[b + "attn.b2"] = (width // heads, block - 1), (block - 1,)
+        if variant == "rope":
+            shapes[b + "attn.rope_cache"] = (block, width // heads // 2, 2)
+    return shapes
+
+
+# vanilla: 256*256 + 128*256 + 4 * (2*512 + 4*(256*256+256) + 256*1024+1024 + 1024*256+256) + 512 + 256*256
+# synthesizer replaces key/query (2 * 65,792) by w2 (32*127) and b2 (127) in each of 4 blocks
+# rope: vanilla without pos_emb (128*256); perceiver: vanilla with C (32*256)
+COURSE_PARAMS = {"vanilla": 3_323_392, "synthesizer": 3_076_988, "rope": 3_290_624, "perceiver": 3_331_584}
+
+
+def check_course_model(variant):
+    """The course-size model on the course's 256 ids: exactly the handout's state_dict, its
+    parameter count, causal masks; returned for further checks."""
+    model = build(variant, submission.GPTConfig(256, 128, **COURSE))
+    check(model.config.variant == variant, f"the {variant} model says it is a {model.config.variant} model")
     got = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    want = expected_shapes(variant, 256, 128, 256, 8, 4)
-    check(set(got) == set(want), f"state_dict keys differ from the course's: missing {sorted(set(want) - set(got))[:4]}, "
-                                 f"unexpected {sorted(set(got) - set(want))[:4]}")
+    want = expected_shapes(variant)
+    check(set(got) == set(want), f"{variant} state_dict keys differ from the course's: missing "
+                                 f"{sorted(set(want) - set(got))[:4]}, unexpected {sorted(set(got) - set(want))[:4]}")
     bad = [k for k in want if got[k] != want[k]]
-    check(not bad, f"shapes differ from the course's: {[(k, got[k], want[k]) for k in bad[:3]]}")
+    check(not bad, f"{variant}: shapes differ from the course's: {[(k, got[k], want[k]) for k in bad[:3]]}")
+    n = sum(p.numel() for p in model.parameters())
+    check(n == COURSE_PARAMS[variant], f"the course's {variant} model has {COURSE_PARAMS[variant]:,} parameters, "
+                                       f"this one {n:,}")
+    for key, mask in model.state_dict().items():
+        if key.endswith("attn.mask"):
+            n = mask.shape[-1]
+            check(torch.equal(mask[0, 0], torch.ones(n, n).tril()), f"{variant}: {key} is not the causal tril")
+    return model
+
+
+def check_loss(variant):
+    """Cross-entropy averaged over the targets that are not PAD (id 0); no targets, no loss."""
+    model = scramble(build(variant, tiny_config()), 0.3, 1).eval()
+    idx = torch.randint(2, 24, (2, 9))
+    targets = torch.zeros(2, 9, dtype=torch.long)
+    targets[1, 3] = 5
+    with torch.no_grad():
+        logits, loss = model(idx, targets)
+        check(tuple(logits.shape) == (2, 9, 24), f"{variant}: logits {tuple(logits.shape)}, expected (2, 9, 24)")
+        want = -float(torch.log_softmax(logits[1, 3], -1)[5])
+        check(abs(float(loss) - want) <= 1e-5 * abs(want), f"{variant}: loss {float(loss)} with one non-PAD "
+                                                             f"target, expected {want}")
+        targets[0, 7] = 11
+        want = -float(torch.log_softmax(logits[1, 3], -1)[5] + torch.log_softmax(logits[0, 7], -1)[11]) / 2
+        loss = float(model(idx, targets)[1])
+        check(abs(loss - want) <= 1e-5 * abs(want), f"{variant}: loss {loss} with two non-PAD targets, "
+                                                     f"expected their mean {want}")
+        check(model(idx)[1] is None, f"{variant}: a forward pass without targets must return loss None")
+
+
+def decisive(model):
+    """Default initialisation with a sharpened head: next tokens depend on the context, and
+    argmax decoding has no near-ties that two correct decoders could break differently."""
+    with torch.no_grad():
+        model.head.weight.mul_(20.0)
+        if model.pos_emb is not None:
+            model.pos_emb.normal_(0.0, 0.02)  # positions must matter (their initialisation is zero)
+    return model.eval()
 
 
 def check_decoding(variant):
     torch.manual_seed(3)
-    model = build(variant, tiny_config(block_size=24))
-    with torch.no_grad():
-        model.head.weight.mul_(20.0)  # decisive argmax: no near-ties between the two decoders
-        if model.pos_emb is not None:
-            model.pos_emb.normal_(0.0, 0.02)  # positions must matter (their initialisation is zero)
-    model.eval()
+    model = decisive(build(variant, tiny_config(block_size=24)))
     limit = model.max_positions()
     check(limit == (23 if variant == "synthesizer" else 24), f"{variant}: max_positions() is {limit}")
     rng = random.Random(1)
@@ -392,6 +342,9 @@ def check_decoding(variant):
             ref = submission.sample(model, torch.tensor([prompt]), n, sample=False)[0, len(prompt):].tolist()
             check(out == ref, f"{variant}: batched greedy decoding of a {len(prompt)}-token prompt, {steps} steps, "
                               f"differs from sample(..., sample=False): {out} vs {ref}")
+    tokens = {t for out in decoding.greedy_decode(model, prompts, 6) for t in out}
+    check(len(tokens) > 4, f"{variant}: every prompt decodes to a few tokens ({sorted(tokens)}): "
+                           "the comparison above says little")
 
 
 def check_round_trip(variant, tmp):
@@ -401,7 +354,7 @@ def check_round_trip(variant, tmp):
         path = os.path.join(tmp, f"{variant}{prefix}params")
         torch.save({prefix + k: v for k, v in source.state_dict().items()}, path)
         fresh = build(variant, tiny_config())
-        helper.load_params(fresh, path)
+        check(helper.load_params(fresh, path) is fresh, "load_params must return the model it loaded into")
         fresh.eval()
         check(torch.equal(fresh(idx)[0], source(idx)[0]),
               f"{variant}: a saved and reloaded model ({prefix or 'no'} prefix) gives different outputs")
@@ -538,13 +491,11 @@ def check_reproduces(variant, params, params_stage, preds, preds_stage, n=50):
 @test("1c-0-basic", 1, "vanilla model: CausalSelfAttention = softmax(QK^T/sqrt(d/h))V, course size and names")
 def _():
     check_attention("vanilla", (1, 5, 10))
-    model = build("vanilla", submission.GPTConfig(256, 128, **COURSE))
+    model = check_course_model("vanilla")
     check(isinstance(model, submission.GPT), "initialize_vanilla_model must return a GPT")
     check(all(isinstance(b.attn, submission.CausalSelfAttention) for b in model.blocks),
           "the vanilla model must use CausalSelfAttention in every block")
-    n = sum(p.numel() for p in model.parameters())
-    check(n == 3_323_392, f"the course's vanilla model has 3,323,392 parameters, this one {n:,}")
-    check_state_dict(model, "vanilla")
+    check_loss("vanilla")
 
 
 @test("1c-1-basic", 1, "finetune() without pretraining: course hyperparameters, NameDataset, untouched model")
@@ -570,6 +521,7 @@ def _():
         check(len(ds) == len(ROWS), f"{len(ROWS)} rows give {len(ds)} items (trailing newline: {tsv.endswith(chr(10))})")
         check(ds.stoi == pre.stoi and ds.itos == pre.itos, "NameDataset must use the pretraining vocabulary")
         for (q, a), (x, y) in zip(ROWS, ds):
+            check(x.dtype == torch.long and y.dtype == torch.long, f"x, y must be LongTensors, got {x.dtype}, {y.dtype}")
             want_x, want_y = expected_name_item(q, a, 64)
             got_x = "".join(pre.itos[int(i)] for i in x)
             got_y = "".join(pre.itos[int(i)] for i in y)
@@ -592,11 +544,23 @@ def _():
             f.write("Where was A born?\tParis\nWhere was B born?\tRome\nWhere was C born?\tLima\n")
         got = submission.evaluate_places(dev, ["Paris", "Roma", "Lima"])
         check(tuple(got) == (3.0, 2.0), f"evaluate_places gave {got}, expected (3.0, 2.0)")
+        got = submission.evaluate_places(dev, ["", "", ""])
+        check(tuple(got) == (3.0, 0.0), f"three empty predictions gave {got}, expected (3.0, 0.0)")
+        try:
+            submission.evaluate_places(dev, ["Paris"])
+        except AssertionError:
+            pass
+        else:
+            raise AssertionError("one prediction for three questions must fail the course's length assertion")
         test_file = os.path.join(tmp, "test.tsv")
         with open(test_file, "w", encoding="utf-8") as f:
             f.write("Where was A born?\nWhere was B born?\n")
-        got = submission.evaluate_places(test_file, ["x", "y"])
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            got = submission.evaluate_places(test_file, ["x", "y"])
         check(tuple(got) == (0, 0), f"a questions-only file gave {got}, expected (0, 0)")
+        check("No gold birth places provided" in printed.getvalue(),
+              f"a questions-only file must say 'No gold birth places provided', printed {printed.getvalue()!r}")
 
 
 @test("1d-1-basic", 1, "batched greedy decoding equals sample(..., sample=False), both variants")
@@ -623,6 +587,7 @@ def _():
     ds = submission.CharCorruptionDataset(text, 16)
     chars = sorted(set(text))
     check(ds.PAD_CHAR == PAD and ds.MASK_CHAR == MASK, "PAD_CHAR must be U+25A1 and MASK_CHAR U+2047")
+    check(ds.stoi[PAD] == 0 and ds.stoi[MASK] == 1, f"PAD and MASK have ids {ds.stoi[PAD]}, {ds.stoi[MASK]}, not 0, 1")
     got = [ds.itos[i] for i in range(len(ds.itos))]
     check(got == [PAD, MASK] + chars, f"itos is {got!r}, expected {[PAD, MASK] + chars!r}")
     check(all(ds.stoi[c] == i for i, c in ds.itos.items()), "stoi must invert itos")
@@ -631,17 +596,17 @@ def _():
 
 @test("1e-1-basic", 3, "items: x, y shifted by one; prefix MASK suffix MASK masked PAD...; a prefix of the document")
 def _():
-    docs = random_docs(7, 25, 4, 300)
+    docs = random_docs(7, 30, 4, 300)
     for block_size in (16, 32, 128):
         ds = submission.CharCorruptionDataset("\n".join(docs), block_size)
         check(len(ds) == len(docs), f"{len(docs)} documents give {len(ds)} items")
-        check_form(ds, docs, 12)
+        check_form(ds, docs, 20)
 
 
 @test("1e-2-basic", 3, "truncation: every length in [4, int(block_size*7/8)] is drawn, none outside")
 def _():
     doc = "".join(random.Random(3).choice("abcdefgh ") for _ in range(400))
-    for block_size, n in ((32, 2000), (64, 3500)):
+    for block_size, n in ((32, 2500), (64, 3500), (128, 8000)):
         ds = submission.CharCorruptionDataset(doc, block_size)
         items = draws(ds, 0, n)
         lengths = {len(p + m + s) for p, m, s in items}
@@ -649,7 +614,7 @@ def _():
         check(lengths == want, f"block {block_size}: lengths drawn {min(lengths)}..{max(lengths)}, "
                                f"missing {sorted(want - lengths)[:8]}, outside {sorted(lengths - want)[:8]}")
     ds = submission.CharCorruptionDataset("abcdefghij", 16)
-    lengths = {len(p + m + s) for p, m, s in draws(ds, 0, 500)}
+    lengths = {len(p + m + s) for p, m, s in draws(ds, 0, 600)}
     check(lengths == set(range(4, 11)), f"a 10-character document: lengths {sorted(lengths)}, expected 4..10")
 
 
@@ -657,9 +622,11 @@ def _():
 def _():
     doc = "".join(random.Random(5).choice("abcdefgh ") for _ in range(400))
     ds = submission.CharCorruptionDataset(doc, 128)
-    items = draws(ds, 0, 4000)
+    items = draws(ds, 0, 5000)
     ratio = sum(len(m) / len(p + m + s) for p, m, s in items) / len(items)
     check(abs(ratio - 0.25) < 0.03, f"the masked span averages {ratio:.3f} of the truncated document")
+    share = sum(len(m) for _, m, _ in items) / sum(len(p + m + s) for p, m, s in items)
+    check(abs(share - 0.25) < 0.03, f"the masked spans hold {share:.3f} of all truncated characters, not 1/4")
     spans, starts = {}, {}
     for p, m, s in items:
         spans.setdefault(len(p + m + s), set()).add(len(m))
@@ -671,18 +638,20 @@ def _():
 
 @test("1e-4-basic", 1, "every line is a document, as the course counts them; short and empty ones are used whole")
 def _():
-    text = "ab\n\nabcd\nabc\n\nhello world, a longer one\nx\n"
-    docs = text.split("\n")
-    ds = submission.CharCorruptionDataset(text, 16)
-    check(len(ds) == len(docs), f"{len(docs)} lines (the empty last one included), but len(dataset) = {len(ds)}")
-    seen = set()
-    for idx in range(len(ds)):
-        for p, m, s in draws(ds, idx, 40):
-            whole = p + m + s
-            check(docs[idx].startswith(whole), f"{whole!r} is not a prefix of document {idx}, {docs[idx]!r}")
-            check(len(whole) >= min(4, len(docs[idx])), f"{whole!r}: document {idx} cut below 4 characters")
-            seen.add(whole)
-    check({"abcd", "ab", "abc", ""} <= seen, "a document of at most 4 characters must be used whole")
+    for text in ("ab\n\nabcd\nabc\n\nhello world, a longer one\nx\n", "ab\n\nabcd\nabc\n\nhello world, a longer one\nx"):
+        docs = text.split("\n")
+        ds = submission.CharCorruptionDataset(text, 16)
+        check(len(ds) == len(docs), f"{len(docs)} lines (an empty last one included), but len(dataset) = {len(ds)}")
+        for idx, doc in enumerate(docs):
+            wholes = set()
+            for p, m, s in draws(ds, idx, 50):
+                whole = p + m + s
+                check(doc.startswith(whole), f"{whole!r} is not a prefix of document {idx}, {doc!r}")
+                check(len(whole) >= min(4, len(doc)), f"{whole!r}: document {idx} cut below 4 characters")
+                wholes.add(whole)
+            # used whole: an empty one is `MASK MASK PAD...`
+            check(len(doc) > 4 or wholes == {doc}, f"document {idx}, {doc!r}, of at most 4 characters must be "
+                                                   f"used whole, drew {sorted(wholes)}")
 
 
 @test("1e-0-hidden", 4, "span corruption on data/wiki.txt: the form of every item, block 128")
@@ -723,8 +692,11 @@ def _():
     pre = submission.CharCorruptionDataset(WIKI, 64)
     model = submission.initialize_vanilla_model(tiny_config(pre.vocab_size, 64))
     tconf, trainer = submission.pretrain(pre, 64, model)
+    check(isinstance(tconf, submission.TrainerConfig) and isinstance(trainer, submission.Trainer),
+          "pretrain must return (TrainerConfig, Trainer)")
     check_schedule(tconf, pre, 64, 650, 128, 6e-3)
     check(trainer.model is model and trainer.train_dataset is pre, "pretrain must train the model on the dataset")
+    check(trainer.config is tconf, "the Trainer must train with the TrainerConfig pretrain returns")
 
 
 @test("1f-1-basic", 2, "finetune() with pretrained params: loads them, 10 epochs")
@@ -741,6 +713,7 @@ def _():
         check(all(torch.equal(want[k], v.cpu()) for k, v in model.state_dict().items()),
               "finetune must load reading_params_path into the model")
         check(isinstance(trainer.train_dataset, submission.NameDataset), "finetuning trains on a NameDataset")
+        check(trainer.model is model, "finetune must return a Trainer of the model")
 
 
 @test("1f-2-basic", 2, "learning rate: warmup, then the course's unclamped cosine; weight decay on all but biases")
@@ -749,9 +722,17 @@ def _():
     cases = {0: 0.0, 50: 0.5, 100: 1.0, 350: 0.5 * (1 + math.cos(math.pi / 4)), 600: 0.5,
              850: 0.5 * (1 + math.cos(3 * math.pi / 4)), 1000: 0.1, 1100: 0.1,
              1600: 0.5, 2100: 1.0}  # past final_tokens the course's cosine climbs back
+    cases[25] = 0.25
     for tokens, want in cases.items():
         got = trainer_mod.lr_multiplier(tokens, conf)
         check(abs(got - want) < 1e-9, f"lr multiplier at {tokens} tokens: {got}, expected {want}")
+    warm = [trainer_mod.lr_multiplier(t, conf) for t in range(0, 101, 5)]
+    decay = [trainer_mod.lr_multiplier(t, conf) for t in range(100, 1101, 10)]
+    check(warm == sorted(warm), "the learning rate must rise during warmup")
+    check(decay == sorted(decay, reverse=True) and abs(min(decay) - 0.1) < 1e-9,
+          "from warmup to final_tokens the learning rate must fall to its 10% floor")
+    flat = submission.TrainerConfig(lr_decay=False, warmup_tokens=100, final_tokens=1100)
+    check(trainer_mod.lr_multiplier(50, flat) == 1.0, "with lr_decay=False the rate must stay at its base")
     for variant in ("vanilla", "synthesizer"):
         model = build(variant, tiny_config())
         names = {id(p): n for n, p in model.named_parameters()}
@@ -805,6 +786,8 @@ def _():
         check(all(abs(lr - want_lr) < 1e-12 for lr in lrs),
               f"final learning rate {lrs[0]:.3e}, expected {want_lr:.3e} after {tokens} target tokens")
         check(tuple(made[0].defaults["betas"]) == (0.9, 0.95), "AdamW betas must be (0.9, 0.95)")
+        decays = sorted(g["weight_decay"] for g in made[0].param_groups)
+        check(decays == [0.0, 0.1], f"AdamW groups' weight decays {decays}, expected [0.0, 0.1]")
         check(after < 0.5 * before, f"40 epochs on {len(data)} rows: loss {before:.3f} -> {after:.3f}")
         check(os.path.exists(path), "train() must write the params file")
         helper.load_params(submission.initialize_vanilla_model(config), path)
@@ -857,19 +840,22 @@ def _():
 
 @test("1g-1-basic", 2, "synthesizer model: course names and shapes, w2 ~ U[-0.001, 0.001], other weights N(0, 0.02)")
 def _():
-    model = build("synthesizer", submission.GPTConfig(256, 128, **COURSE))
+    model = check_course_model("synthesizer")
     check(all(isinstance(b.attn, submission.SynthesizerAttention) for b in model.blocks),
           "initialize_synthesizer_model must use SynthesizerAttention in every block")
-    check_state_dict(model, "synthesizer")
-    n = sum(p.numel() for p in model.parameters())
-    check(n == 3_076_988, f"the course's synthesizer model has 3,076,988 parameters, this one {n:,}")
     with torch.no_grad():
         sd = dict(model.named_parameters())
         w = torch.cat([m.weight.flatten() for m in model.modules() if isinstance(m, torch.nn.Linear)])
         check(0.0195 < float(w.std()) < 0.0205 and abs(float(w.mean())) < 1e-3,
               f"Linear weights: std {float(w.std()):.4f}, expected 0.02")
+        emb = float(sd["tok_emb.weight"].std())
+        check(0.0195 < emb < 0.0205, f"tok_emb: std {emb:.4f}, expected 0.02")
         check(all(torch.count_nonzero(p) == 0 for k, p in sd.items() if k.endswith("bias") or k.endswith("b2")),
               "biases (and b2) must start at zero")
+        check(torch.count_nonzero(sd["pos_emb"]) == 0, "pos_emb must start at zero")
+        check(all(torch.equal(p, torch.ones_like(p)) for k, p in sd.items() if k.endswith(("ln1.weight", "ln2.weight",
+                                                                                           "ln_f.weight"))),
+              "layer norm weights must start at one")
         for i in range(4):
             w2 = sd[f"blocks.{i}.attn.w2"]
             check(float(w2.abs().max()) <= 0.001 and 0.0005 < float(w2.std()) < 0.00065,
@@ -890,14 +876,7 @@ def _():
             check("synthesizer" in str(e), f"the error does not name the variant: {e}")
         else:
             raise AssertionError("a synthesizer checkpoint loaded into a vanilla model")
-        # and the loss ignores PAD targets
-        model = scramble(build("synthesizer", tiny_config()), 0.3, 1).eval()
-        idx = torch.randint(2, 24, (2, 9))
-        targets = torch.zeros(2, 9, dtype=torch.long)
-        targets[1, 3] = 5
-        logits, loss = model(idx, targets)
-        want = float(F.cross_entropy(logits[1, 3][None], torch.tensor([5])))
-        check(abs(float(loss) - want) < 1e-5, f"loss {float(loss)} with one non-PAD target, expected {want}")
+    check_loss("synthesizer")  # and the loss ignores PAD targets
 
 
 @test("1g-0-hidden", 2, "synthesizer.pretrain.params loads into the course synthesizer model, trained")
@@ -941,22 +920,13 @@ def rotate_complex(x, angles):
     return out
 
 
-def check_new_model(variant, params, shapes):
-    """The course-size model on the course's 256 ids: its parameter count and some state_dict shapes."""
-    model = build(variant, submission.GPTConfig(256, 128, **COURSE))
-    n = sum(p.numel() for p in model.parameters())
-    check(n == params, f"the course's {variant} model has {params:,} parameters, this one {n:,}")
-    got = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    for key, shape in shapes.items():
-        check(got.get(key) == shape, f"{variant} state_dict: {key} is {got.get(key)}, expected {shape}")
-    return model
-
-
 @test("1h-0-basic", 3, "precompute_rotary_emb / apply_rotary_emb: (cos, sin) of t*10000^(-2i/d), complex rotation")
+@torch.no_grad()
 def _():
     dim, P = 8, 16
     cache = submission.precompute_rotary_emb(dim, P)
     check(tuple(cache.shape) == (P, dim // 2, 2), f"rope cache shape {tuple(cache.shape)}, expected {(P, dim // 2, 2)}")
+    check(cache.dtype == torch.float32, f"the rope cache must be float32, as the course's buffer, not {cache.dtype}")
     angles = rope_angles(P, dim)
     err = float((cache.double() - torch.stack([angles.cos(), angles.sin()], -1)).abs().max())
     check(err < 1e-6, f"rope cache differs from (cos t*theta_i, sin t*theta_i) by {err:.2e}")
@@ -966,22 +936,27 @@ def _():
         check(err < 1e-5, f"apply_rotary_emb differs from the complex rotation by {err:.2e} at T={T}")
     config = submission.GPTConfig(30, 10, n_layer=1, n_head=4, n_embd=16, attn_pdrop=0.0, resid_pdrop=0.0, rope=True)
     att = scramble(submission.CausalSelfAttention(config).double(), 0.6, 1).eval()
-    X = torch.randn(2, 7, 16, dtype=torch.float64)
-    heads = []
-    for i in range(4):
-        rows = slice(4 * i, 4 * i + 4)
-        q = rotate_complex(X @ att.query.weight[rows].T + att.query.bias[rows], rope_angles(7, 4))
-        k = rotate_complex(X @ att.key.weight[rows].T + att.key.bias[rows], rope_angles(7, 4))
-        heads.append(causal_softmax(q @ k.transpose(-1, -2) / 2.0) @ (X @ att.value.weight[rows].T + att.value.bias[rows]))
-    err = float((att(X) - (torch.cat(heads, -1) @ att.proj.weight.T + att.proj.bias)).abs().max())
-    check(err < 1e-5, f"rope attention differs from softmax((R q)(R k)^T / sqrt(d/h)) v by {err:.2e}")
+    check("rope_cache" in att.state_dict() and tuple(att.rope_cache.shape) == (10, 2, 2),
+          "rope attention must keep its (block_size, head width / 2, 2) table as the buffer rope_cache")
+    for T in (1, 6, 10):  # values are not rotated; the cache holds float32 cos/sin, hence the tolerance
+        X = torch.randn(2, T, 16, dtype=torch.float64)
+        heads = []
+        for i in range(4):
+            rows = slice(4 * i, 4 * i + 4)
+            q = rotate_complex(X @ att.query.weight[rows].T + att.query.bias[rows], rope_angles(T, 4))
+            k = rotate_complex(X @ att.key.weight[rows].T + att.key.bias[rows], rope_angles(T, 4))
+            v = X @ att.value.weight[rows].T + att.value.bias[rows]
+            heads.append(causal_softmax(q @ k.transpose(-1, -2) / 2.0) @ v)
+        err = float((att(X) - (torch.cat(heads, -1) @ att.proj.weight.T + att.proj.bias)).abs().max())
+        check(err < 1e-5, f"rope attention differs from softmax((R q)(R k)^T / sqrt(d/h)) v by {err:.2e} at T={T}")
 
 
 @test("1h-1-basic", 2, "rope model: no pos_emb, a rope_cache buffer per block, 3,290,624 parameters; odd head width refused")
 def _():
-    shapes = {f"blocks.{i}.attn.rope_cache": (128, 16, 2) for i in range(4)}
-    model = check_new_model("rope", 3_290_624, shapes)
-    check("pos_emb" not in model.state_dict(), "the rope model must not have pos_emb")
+    model = check_course_model("rope")
+    check(model.pos_emb is None and "pos_emb" not in model.state_dict(), "the rope model must not have pos_emb")
+    check(all(b.attn.rope for b in model.blocks), "every block of the rope model must rotate its queries and keys")
+    check_loss("rope")
     try:
         submission.initialize_rope_model(tiny_config(n_embd=18, n_head=6))
     except ValueError as e:
@@ -1013,7 +988,9 @@ def cross_reference(att, x_kv, x_q, n_head, block):
 
 
 def layer_norm(x, ln):
-    return F.layer_norm(x, x.shape[-1:], ln.weight, ln.bias, ln.eps)
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + ln.eps) * ln.weight + ln.bias
 
 
 def mlp_reference(x, mlp):
@@ -1027,9 +1004,14 @@ def perceiver_tiny(m=5):
 
 
 @test("1i-0-basic", 3, "CausalCrossAttention: q from x_q, k and v from x_kv, mask tril[:Tq, :Tk], batch broadcast")
+@torch.no_grad()
 def _():
     att = scramble(submission.CausalCrossAttention(perceiver_tiny()).double(), 0.6, 2).eval()
-    for Tq, Tk, Bq, Bkv in ((4, 9, 1, 3), (9, 4, 3, 1), (10, 10, 2, 2)):
+    names = {n for n, _ in att.named_parameters()}
+    want = {f"{m}.{w}" for m in ("key", "query", "value", "proj") for w in ("weight", "bias")}
+    check(names == want, f"CausalCrossAttention's parameters are {sorted(names)}, expected {sorted(want)}")
+    check(torch.equal(att.mask[0, 0], torch.ones(10, 10).tril()), "the mask must be the block's tril")
+    for Tq, Tk, Bq, Bkv in ((4, 9, 1, 3), (9, 4, 3, 1), (10, 10, 2, 2), (1, 1, 3, 3)):
         x_kv = torch.randn(Bkv, Tk, 16, dtype=torch.float64)
         x_q = torch.randn(Bq, Tq, 16, dtype=torch.float64)
         got = att(x_kv, x_q)
@@ -1039,30 +1021,37 @@ def _():
 
 
 @test("1i-1-basic", 3, "DownProjectBlock: C + attn(x, ln1(C)), then + mlp(ln2); UpProjectBlock: x + attn(ln1(y), x), + mlp")
+@torch.no_grad()
 def _():
     down = submission.DownProjectBlock(perceiver_tiny()).double()
     check(tuple(down.C.shape) == (1, 5, 16), f"C has shape {tuple(down.C.shape)}, expected (1, bottleneck_dim, n_embd)")
-    bound = math.sqrt(6 / (5 * 16 + 16))
-    check(0.7 * bound < float(down.C.abs().max()) <= bound, "C must be xavier-uniform initialised")
+    bound = math.sqrt(6 / (5 * 16 + 16))  # xavier-uniform of a (1, m, n) tensor: fans m*n and n
+    check(0.8 * bound < float(down.C.abs().max()) <= bound, "C must be xavier-uniform initialised")
     scramble(down, 0.5, 3).eval()
     up = scramble(submission.UpProjectBlock(perceiver_tiny()).double(), 0.5, 4).eval()
-    x = torch.randn(2, 8, 16, dtype=torch.float64)
-    y = down.C + cross_reference(down.attn, x, layer_norm(down.C, down.ln1), 4, 10)
-    y = y + mlp_reference(layer_norm(y, down.ln2), down.mlp)
-    err = float((down(x) - y).abs().max())
-    check(err < 1e-9, f"DownProjectBlock differs from the definition by {err:.2e}")
-    out = x + cross_reference(up.attn, layer_norm(y, up.ln1), x, 4, 10)
-    out = out + mlp_reference(layer_norm(out, up.ln2), up.mlp)
-    err = float((up(y, x) - out).abs().max())
-    check(err < 1e-9, f"UpProjectBlock differs from the definition by {err:.2e}")
+    for T in (3, 5, 8, 10):
+        x = torch.randn(2, T, 16, dtype=torch.float64)
+        y = down.C + cross_reference(down.attn, x, layer_norm(down.C, down.ln1), 4, 10)
+        y = y + mlp_reference(layer_norm(y, down.ln2), down.mlp)
+        got = down(x)
+        check(tuple(got.shape) == (2, 5, 16), f"DownProjectBlock output {tuple(got.shape)}, expected (2, m, n_embd)")
+        err = float((got - y).abs().max())
+        check(err < 1e-9, f"DownProjectBlock differs from the definition by {err:.2e} at T={T}")
+        out = x + cross_reference(up.attn, layer_norm(y, up.ln1), x, 4, 10)
+        out = out + mlp_reference(layer_norm(out, up.ln2), up.mlp)
+        err = float((up(y, x) - out).abs().max())
+        check(err < 1e-9, f"UpProjectBlock differs from the definition by {err:.2e} at T={T}")
+    x = torch.randn(1, 10, 16, dtype=torch.float64)
+    later = x.clone()
+    later[:, 3:] += 1.0
+    check(torch.equal(down(x)[:, :3], down(later)[:, :3]), "bottleneck slot j must read input positions 0..j only")
 
 
 @test("1i-2-basic", 2, "perceiver model: down_block, blocks on m slots, up_block, 3,331,584 parameters at m = 32; decoding")
 def _():
-    shapes = {"down_block.C": (1, 32, 256), "blocks.0.attn.mask": (1, 1, 32, 32), "blocks.1.attn.mask": (1, 1, 32, 32),
-              "up_block.attn.mask": (1, 1, 128, 128), "down_block.attn.query.weight": (256, 256)}
-    model = check_new_model("perceiver", 3_331_584, shapes)
+    model = check_course_model("perceiver")
     check(len(model.blocks) == 2, f"the course's perceiver has n_layer - 2 = 2 middle blocks, this one {len(model.blocks)}")
+    check_loss("perceiver")
     check_decoding("perceiver")
     with tempfile.TemporaryDirectory() as tmp:
         check_round_trip("perceiver", tmp)
@@ -1117,4 +1106,4 @@ def _():
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(grader.main(sys.argv[1:]))

@@ -11,7 +11,7 @@ baseline; src/plots.py).
 
 The world has mention lines: each person is also named, with the birth place, in lines
 about something else.  Without them a model this small files each fact under the name's
-position rather than the name, and no question can reach it (README, "The quick preset").
+position rather than the name, and no question can reach it (docs/quick-preset.md).
 
     ./run.sh quickstart                 # the preset, on a CPU
     ./run.sh quickstart --set pretrain_epochs=300 --out out/try1   # a variation
@@ -36,7 +36,7 @@ import plots  # noqa: E402
 import run  # noqa: E402
 from submission import variants  # noqa: E402
 
-# Measured choices; see README "The quick preset" for what was tried.
+# Measured choices; docs/quick-preset.md says what was tried.
 QUICK = dict(
     people=520, n_train=300, n_dev=200, n_test=20, seed=2937, mentions=2,  # the world
     n_layer=2, n_head=4, n_embd=128, block_size=128,  # the model
@@ -47,6 +47,7 @@ QUICK = dict(
     bottleneck_dim=32,  # the Perceiver's m (2023-24 editions), when --variants includes it
     num_workers=0,  # two cores: a loader process would take one from the model
     train_seed=0,  # run.py --seed: initialisation, batch order, corruption and dropout
+    recipe="course",  # run.py --recipe for every training stage (README: the recipes on the quick preset)
 )
 
 
@@ -66,6 +67,7 @@ def recall(params, variant, p, data):
     positions 0, 1, 2, ..." does not, and no finetuning on questions can reach it.
     """
     from submission import dataset as ds
+    from submission.checkpoint import load_params
     from submission.helper import build
     from submission.model import GPTConfig
     from submission.decoding import greedy_decode
@@ -76,7 +78,7 @@ def recall(params, variant, p, data):
     options = {k: p[k] for k in variants.VARIANTS[variant].options}
     model = build(variant, GPTConfig(len(vocab.stoi), p["block_size"], n_layer=p["n_layer"], n_head=p["n_head"],
                                      n_embd=p["n_embd"]), **options)
-    model.load_state_dict(torch.load(params, map_location="cpu", weights_only=True))
+    load_params(model, params)
     with open(os.path.join(data, "birth_dev.tsv"), encoding="utf-8") as f:
         rows = ds.split_rows(f.read(), "birth_dev.tsv")
     prompts, answers = [], []
@@ -139,7 +141,7 @@ def main():
     common = ["--pretrain_corpus_path", wiki, "--n_layer", str(p["n_layer"]), "--n_head", str(p["n_head"]),
               "--n_embd", str(p["n_embd"]), "--block_size", str(p["block_size"]),
               "--num_workers", str(p["num_workers"]), "--precision", args.precision, "--seed", str(p["train_seed"]),
-              "--bottleneck_dim", str(p["bottleneck_dim"])]
+              "--bottleneck_dim", str(p["bottleneck_dim"]), "--recipe", p["recipe"]]
     common += ["--quiet"] * args.quiet + ["--reference_path"] * args.reference_path
     results, timings = {}, {}
 

@@ -90,7 +90,7 @@ def device_name():
     return f"CPU ({name}, {torch.get_num_threads()} threads)"
 
 
-def estimate_hours(variants, data_dir, recipe_flags):
+def estimate_hours(names, data_dir):
     """Hours for every training stage at the course's schedule, from a few timed steps here.
 
     Every step is timed as a full pretraining batch, which overestimates finetuning (its
@@ -104,7 +104,7 @@ def estimate_hours(variants, data_dir, recipe_flags):
     docs = len(wiki.split("\n"))
     precision = run.resolve_precision("auto", "cuda" if torch.cuda.is_available() else "cpu")
     hours = 0.0
-    for variant in variants:
+    for variant in names:
         seconds = statistics.median(bench.time_training_path("fast", variant, wiki, 128, 3, precision))
         steps = 650 * math.ceil(docs / 128) + 10 * math.ceil(n_train / 256)
         if variants.get(variant).without_pretrain:
@@ -165,7 +165,7 @@ def main(argv=None):
 
     reduced = any(f.startswith(("--max_epochs", "--n_layer", "--n_embd", "--n_head")) for f in extra)
     if not reduced:
-        hours = estimate_hours(args.variants, data_dir, extra)
+        hours = estimate_hours(args.variants, data_dir)
         took = f"{hours:.1f} hours" if hours >= 1 else f"{hours * 60:.0f} minutes"
         print(f"This runs the course's full schedule for {', '.join(args.variants)}: about {took} of "
               f"training on this machine ({device_name()}), estimated from timed steps. Stop it at any time; "

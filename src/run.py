@@ -25,15 +25,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from submission import dataset as ds  # noqa: E402
 from submission import distributed, variants  # noqa: E402
+from submission.checkpoint import (CheckpointError, ParamsError, atomic_write_text, load_params,  # noqa: E402
+                                   remove_stale_tmp)
 from submission.decoding import greedy_decode  # noqa: E402
-from submission.helper import INITIALIZE, ParamsError, finetune, load_params, pretrain, train  # noqa: E402
-from submission.model import GPTConfig  # noqa: E402
-from submission.trainer import RECIPES, CheckpointError, NonFiniteLoss  # noqa: E402
-from submission.utils import (atomic_write_text, evaluate_places, remove_stale_tmp, resolve_precision,  # noqa: E402
-                              set_seed)
+from submission.helper import INITIALIZE, finetune, pretrain, train  # noqa: E402
+from submission.model import COURSE_MODEL, GPTConfig  # noqa: E402
+from submission.trainer import RECIPES, NonFiniteLoss  # noqa: E402
+from submission.utils import evaluate_places, resolve_precision, set_seed  # noqa: E402
 
-COURSE_MODEL = dict(n_layer=4, n_head=8, n_embd=256)
-BLOCK_SIZE = 128
 MIN_BLOCK_SIZE = 9  # a corrupted document (4 to 7/8 of the block characters) and its two masks must fit
 ANSWER_STEPS = 32  # characters the course samples after the question
 
@@ -139,8 +138,7 @@ def parse_args(argv=None):
         if getattr(args, name) is not None and not getattr(args, name) > 0:
             argp.error(f"--{name} must be positive, not {getattr(args, name)}")
     if args.variant in variants.VARIANTS:
-        config = variants.configure(GPTConfig(0, args.block_size or BLOCK_SIZE, **model_sizes(args)), args.variant,
-                                    **variant_options(args))
+        config = variants.configure(GPTConfig(0, **model_sizes(args)), args.variant, **variant_options(args))
         problem = variants.VARIANTS[args.variant].check(config)
         if problem:
             argp.error(problem)
@@ -199,6 +197,7 @@ def git_revision():
 
 
 def model_sizes(args):
+    """GPTConfig's sizes (block_size included): the course model's, but for those given as flags."""
     sizes = {k: getattr(args, k) or v for k, v in COURSE_MODEL.items()}
     if args.dropout is not None:
         sizes.update(embd_pdrop=args.dropout, attn_pdrop=args.dropout, resid_pdrop=args.dropout)
@@ -211,7 +210,7 @@ def variant_options(args):
 
 
 def build_model(args, pretrain_dataset):
-    mconf = GPTConfig(pretrain_dataset.vocab_size, pretrain_dataset.block_size, **model_sizes(args),
+    mconf = GPTConfig(pretrain_dataset.vocab_size, **model_sizes(args),
                       implementation="plain" if args.reference_path else "fast")
     return INITIALIZE[args.variant](mconf, **variant_options(args))
 
@@ -319,7 +318,7 @@ def run(args):
         return most_common_baseline(args)
     set_seed(args.seed)
     text = read_text(args.pretrain_corpus_path, "pretraining corpus")
-    block_size = args.block_size or BLOCK_SIZE
+    block_size = args.block_size or COURSE_MODEL["block_size"]
     try:
         pretrain_dataset = ds.CharCorruptionDataset(text, block_size, source=args.pretrain_corpus_path,
                                                     cap=args.truncation_cap)

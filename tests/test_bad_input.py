@@ -26,8 +26,8 @@ import pytest
 import torch
 
 from submission import GPTConfig, initialize_synthesizer_model, initialize_vanilla_model
+from submission.checkpoint import ParamsError, read_params_file
 from submission.dataset import MASK_CHAR, CharCorruptionDataset
-from submission.helper import ParamsError, read_params_file
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_PY = ROOT / "src" / "run.py"

@@ -16,8 +16,9 @@ import pytest
 import torch
 
 from submission import GPTConfig
+from submission.checkpoint import load_params
 from submission.dataset import CharCorruptionDataset
-from submission.helper import INITIALIZE, load_params
+from submission.helper import INITIALIZE
 from submission.variants import VARIANTS
 
 ROOT = Path(__file__).resolve().parent.parent

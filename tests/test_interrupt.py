@@ -25,8 +25,8 @@ import pytest
 import torch
 
 from submission import GPTConfig, initialize_vanilla_model
+from submission.checkpoint import load_params
 from submission.dataset import CharCorruptionDataset
-from submission.helper import load_params
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_PY = ROOT / "src" / "run.py"

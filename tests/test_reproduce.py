@@ -118,3 +118,13 @@ def test_missing_data_is_one_line(tmp_path):
                        capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert r.stderr.strip() == f"error: {tmp_path / 'wiki.txt'}: not found (DATA_DIR names the data folder)"
+
+
+def test_estimate_says_how_long_and_runs_nothing(world, tmp_path):
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHON=sys.executable, DATA_DIR=str(world))
+    r = subprocess.run(["bash", str(RUN_SH), "reproduce", "--estimate", "--variants", "vanilla",
+                        "--out", str(tmp_path / "o")], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    line = next(line for line in r.stdout.splitlines() if line.startswith("This runs the course's full schedule"))
+    assert "for vanilla: about " in line and "estimated from timed steps" in line
+    assert list((tmp_path / "o").iterdir()) == []  # nothing trained, nothing written

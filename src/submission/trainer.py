@@ -4,7 +4,10 @@ The course's TrainerConfig/Trainer interface, with what a long CPU or GPU run ne
 it: mixed precision where the hardware runs it fast, optional torch.compile, losses read
 back from the device only every `log_every` steps, periodic atomic checkpoints that
 `resume` continues from exactly, a stop on a non-finite loss, and a JSON-lines record of
-every epoch next to the params.
+every epoch next to the params. Trainer._train is the loop itself, to be read top to
+bottom; how its batches are made and where it resumes are the Trainer's other methods,
+what it reports (progress bars, losses, TensorBoard, the record) is Recorder's, and
+writing and reading the checkpoint file is checkpoint.py's.
 
 By default it trains what the course's own trainer.py trains, step for step (RECIPES
 says what that means and what the alternative changes); packing, the fused kernels and
@@ -28,10 +31,8 @@ import functools
 import json
 import math
 import os
-import random
 import sys
 import time
-import zipfile
 from dataclasses import dataclass
 
 import torch
@@ -40,11 +41,13 @@ from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from . import distributed
+from .checkpoint import CheckpointError, atomic_save, read_checkpoint, restore, rng_states, set_rng_states
+from .config import Config
 from .corruption import CorruptionBatches
 from .dataset import CharCorruptionDataset
 from .kernels import is_fast
 from .packing import Packing, cpu_length_groups, group_rows, packed_batch, whole_batch
-from .utils import atomic_save, autocast_context, resolve_precision
+from .utils import autocast_context, resolve_precision
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,9 @@ RECIPES = {
 COURSE_NO_DECAY = ("bias", "LayerNorm.weight")  # matched as substrings of parameter names, as the course does
 
 
-class TrainerConfig:
+class TrainerConfig(Config):
+    """The course's training settings and ours; a keyword that is not one of them is an error."""
+
     max_epochs = 10
     batch_size = 64
     learning_rate = 3e-4
@@ -94,17 +99,9 @@ class TrainerConfig:
     progress = True
     tb_writer = None
 
-    def __init__(self, **kwargs):
-        for k, v in kwargs.items():
-            setattr(self, k, v)
-
 
 class NonFiniteLoss(RuntimeError):
     pass
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint that --resume cannot continue from, phrased for one line of output."""
 
 
 def device_epoch(batches, batch_size, shuffle, pack, groups):
@@ -183,20 +180,6 @@ def set_lr(optimizer, lr):
         group["lr"] = lr
 
 
-def read_checkpoint(path):
-    """torch.load of a training checkpoint, or the CheckpointError that says why it cannot be."""
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
-        state["model"], state["epoch"], state["tokens"]
-        return state
-    except Exception as e:  # noqa: BLE001 - damaged archives raise many kinds
-        if not zipfile.is_zipfile(path):  # torch.save writes a zip archive, its directory at the end
-            reason = f"{os.path.getsize(path)} bytes, not a complete torch.save archive"
-        else:
-            reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
-        return CheckpointError(f"{path}: cannot resume: not a readable training checkpoint, truncated "
-                               f"or corrupt ({reason}); delete it to start over")
-
 
 class Trainer:
 
@@ -211,6 +194,88 @@ class Trainer:
         self.corruption = None
         self.sampler = None
 
+    def train(self):
+        try:
+            self._train()
+        except KeyboardInterrupt:  # Ctrl-C (run.py turns SIGTERM into this too): say so in the record
+            self.log({"event": "interrupted", "last_checkpoint_epoch": self.checkpointed_epoch})
+            raise
+
+    def _train(self):
+        """The course's loop. What surrounds it is in the methods below and in Recorder."""
+        model, config = self.model, self.config
+        self.precision = resolve_precision(config.precision, self.device)
+        optimizer, step_model = self.make_optimizer(), self.make_step_model()
+        epoch_batches, steps_per_epoch = self.make_batches()
+        first_epoch, tokens = self.start(optimizer)
+        record = Recorder(self, steps_per_epoch, first_epoch)
+        for epoch in range(first_epoch, config.max_epochs):
+            model.train()
+            for in_epoch, (batch, untrimmed) in enumerate(record.epoch(epoch, epoch_batches())):
+                optimizer.zero_grad(set_to_none=True)
+                weight, untrimmed = self.share(batch, untrimmed, in_epoch)  # torchrun: this process's part
+                loss = forward_backward(step_model, batch, self.precision, self.device, weight)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_norm_clip)
+                tokens += untrimmed  # the course counts every target position, PAD included
+                lr = config.learning_rate * lr_multiplier(tokens, config)
+                if RECIPES[config.recipe].schedule_from_first_step:
+                    set_lr(optimizer, lr)
+                optimizer.step()
+                # The course sets the rate after the step, for the next one: its first step runs
+                # at the base rate the optimizer was built with, before any warmup.
+                set_lr(optimizer, lr)
+                record.step(loss, weight, lr)
+            record.epoch_end(epoch, lr, tokens)
+            if self.checkpoint_due(epoch):
+                self.save_checkpoint(optimizer, epoch, tokens)
+        self.final_loss = record.end(tokens)
+
+    # --- before the loop -------------------------------------------------------------------
+
+    def make_optimizer(self):
+        """AdamW over the recipe's decay groups, at the base rate (fused on CUDA)."""
+        config = self.config
+        if config.recipe not in RECIPES:
+            raise ValueError(f"unknown recipe {config.recipe!r}: choose one of {', '.join(RECIPES)}")
+        return torch.optim.AdamW(decay_groups(self.model, config.weight_decay, config.recipe),
+                                 lr=config.learning_rate, betas=config.betas, fused=self.device.type == "cuda")
+
+    def make_step_model(self):
+        """The model the steps call: compiled if asked, wrapped for DistributedDataParallel under
+        torchrun (the gradients are averaged; self.model stays unwrapped)."""
+        step_model = torch.compile(self.model, backend=self.config.backend) if self.config.compile else self.model
+        if distributed.world()[1] > 1:
+            step_model = distributed.wrap(step_model, batch_loss, self.device)
+        return step_model
+
+    def make_batches(self):
+        """(a function giving one epoch of (batch, untrimmed size), steps per epoch): span-corruption
+        batches made on the device, or a DataLoader (under torchrun, of this process's slices)."""
+        config, cuda = self.config, self.device.type == "cuda"
+        groups = config.length_groups or (1 if cuda else cpu_length_groups(config.batch_size))
+        # packed batches (packing.py) for a fast model; a plain one, and a compiled one (which
+        # compiles forward()), gets each batch whole, padding included
+        pack = is_fast(self.model.config) and not config.compile
+        shuffle = RECIPES[config.recipe].shuffle
+        self.corruption = self.sampler = None
+        if self.use_device_batches():
+            # seeded from the global generator, so the run's seed decides its draws too
+            seed = distributed.same(int(torch.randint(1 << 62, (1,))))
+            self.corruption = CorruptionBatches(self.train_dataset, self.device, seed=seed)
+            return (lambda: device_epoch(self.corruption, config.batch_size, shuffle, pack, groups),
+                    math.ceil(len(self.corruption) / config.batch_size))
+        if distributed.world()[1] > 1:  # this process's slice of each batch, in the order every process agrees on
+            self.sampler = distributed.ShareSampler(len(self.train_dataset), config.batch_size, shuffle,
+                                                    seed=distributed.same(int(torch.randint(1 << 62, (1,)))))
+            batching = dict(batch_sampler=self.sampler)
+        else:
+            batching = dict(shuffle=shuffle, batch_size=config.batch_size, drop_last=False)
+        workers = config.num_workers if cuda else min(config.num_workers, max(0, (os.cpu_count() or 1) - 1))
+        collate = functools.partial(packed_batch, groups=groups) if pack else whole_batch
+        loader = DataLoader(self.train_dataset, num_workers=workers, pin_memory=cuda,
+                            persistent_workers=workers > 0, collate_fn=collate, **batching)
+        return (lambda: loader), len(loader)
+
     def use_device_batches(self):
         """Whether to make span-corruption batches on the device (see TrainerConfig.device_batches)."""
         wanted = self.config.device_batches
@@ -218,9 +283,43 @@ class Trainer:
             wanted = self.device.type == "cuda"
         return bool(wanted) and isinstance(self.train_dataset, CharCorruptionDataset)
 
+    def start(self, optimizer):
+        """(first epoch, tokens seen): (0, 0), or where the checkpoint left off with resume."""
+        config = self.config
+        distributed.split_rng()  # under torchrun: each process its own dropout (and corruption) stream
+        self.checkpointed_epoch = None  # the last epoch whose checkpoint this run wrote or read
+        if not (config.resume and config.ckpt_path and distributed.same(os.path.exists(config.ckpt_path))):
+            if config.resume:
+                print(f"warning: no checkpoint at {config.ckpt_path}; starting from the beginning", file=sys.stderr)
+            return 0, 0
+        first_epoch, tokens = self.load_checkpoint(optimizer)
+        # the rate the next step would have had; a changed --learning_rate applies from it on
+        set_lr(optimizer, config.learning_rate * lr_multiplier(tokens, config))
+        if first_epoch >= config.max_epochs:
+            print(f"{config.ckpt_path} already holds epoch {first_epoch} of {config.max_epochs}: "
+                  f"nothing left to train (raise --max_epochs to go on)")
+        else:
+            print(f"resuming from {config.ckpt_path} at epoch {first_epoch + 1} of {config.max_epochs}")
+        return first_epoch, tokens
+
+    # --- in the loop -----------------------------------------------------------------------
+
+    def share(self, batch, untrimmed, in_epoch):
+        """(gradient weight, batch size for the schedule): (None, untrimmed) in one process.
+        Under torchrun, this slice's weight by its share of the global batch's targets, and
+        the global batch's untrimmed size."""
+        if distributed.world()[1] == 1:
+            return None, untrimmed
+        rows = min(self.config.batch_size, len(self.train_dataset) - in_epoch * self.config.batch_size)
+        return distributed.weigh(target_count(batch).to(self.device), untrimmed, rows)
+
+    def checkpoint_due(self, epoch):
+        config = self.config
+        return bool(config.ckpt_path) and ((epoch + 1) % config.ckpt_every_epochs == 0
+                                           or epoch + 1 == config.max_epochs)
+
     def save_checkpoint(self, optimizer, epoch, tokens):
-        rng = {"torch": torch.get_rng_state(), "python": random.getstate(),
-               "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+        rng = rng_states()
         # under torchrun: every process's own streams, and the shared ones (alike everywhere)
         per_process = distributed.gather(rng) if distributed.world()[1] > 1 else None
         if distributed.is_main():
@@ -243,36 +342,23 @@ class Trainer:
         state = distributed.same(read_checkpoint(path) if distributed.is_main() else None)
         if isinstance(state, CheckpointError):
             raise state
-        model_state, epoch, tokens = state["model"], state["epoch"], state["tokens"]
-        try:
-            self.model.load_state_dict(model_state)
-            optimizer.load_state_dict(state["optimizer"])
-        except (RuntimeError, ValueError, KeyError):
-            from .helper import describe_mismatch  # helper imports this module
-            raise CheckpointError("cannot resume: " + describe_mismatch(self.model, model_state, path)
-                                  + "; give the run the same variant and sizes, or delete the checkpoint "
-                                    "to start over") from None
-        torch.set_rng_state(state["rng"]["torch"])
-        random.setstate(state["rng"]["python"])
-        if state["rng"]["cuda"] is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
-        if self.corruption is not None and state["rng"].get("corruption") is not None:
-            self.corruption.set_state(state["rng"]["corruption"])
-        if self.sampler is not None and state["rng"].get("sampler") is not None:
-            self.sampler.generator.set_state(state["rng"]["sampler"])
+        restore(self.model, optimizer, state, path)
+        rng = state["rng"]
+        set_rng_states(rng)
+        if self.corruption is not None and rng.get("corruption") is not None:
+            self.corruption.set_state(rng["corruption"])
+        if self.sampler is not None and rng.get("sampler") is not None:
+            self.sampler.generator.set_state(rng["sampler"])
         rank, processes = distributed.world()
         if processes > 1:  # each process's own streams, if this run has as many processes as the saved one
-            own = (state["rng"].get("per_process") or [])
+            own = rng.get("per_process") or []
             if len(own) == processes:
-                torch.set_rng_state(own[rank]["torch"])
-                random.setstate(own[rank]["python"])
-                if own[rank]["cuda"] is not None and torch.cuda.is_available():
-                    torch.cuda.set_rng_state_all(own[rank]["cuda"])
+                set_rng_states(own[rank])
             else:
                 distributed.split_rng()
         self.warn_if_changed(state.get("run_info"))
-        self.checkpointed_epoch = epoch + 1
-        return epoch + 1, tokens
+        self.checkpointed_epoch = state["epoch"] + 1
+        return state["epoch"] + 1, state["tokens"]
 
     def warn_if_changed(self, saved):
         """Resuming with other data or another schedule is allowed, but is then not the same run."""
@@ -289,143 +375,89 @@ class Trainer:
                   f"the result will differ from an uninterrupted run", file=sys.stderr)
 
     def log(self, record):
+        """Append one event to the JSON-lines run record (process 0 under torchrun)."""
         if self.config.log_path and distributed.is_main():
             with open(self.config.log_path, "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
 
-    def train(self):
-        try:
-            self._train()
-        except KeyboardInterrupt:  # Ctrl-C (run.py turns SIGTERM into this too): say so in the record
-            self.log({"event": "interrupted", "last_checkpoint_epoch": self.checkpointed_epoch})
-            raise
 
-    def _train(self):
-        model, config, device = self.model, self.config, self.device
-        cuda = device.type == "cuda"
-        self.precision = resolve_precision(config.precision, device)
-        if config.recipe not in RECIPES:
-            raise ValueError(f"unknown recipe {config.recipe!r}: choose one of {', '.join(RECIPES)}")
-        optimizer = torch.optim.AdamW(decay_groups(model, config.weight_decay, config.recipe), lr=config.learning_rate,
-                                      betas=config.betas, fused=cuda)
-        step_model = torch.compile(model, backend=config.backend) if config.compile else model
-        rank, processes = distributed.world()
-        if processes > 1:  # torchrun: DDP averages the gradients; model stays unwrapped
-            step_model = distributed.wrap(step_model, batch_loss, device)
-        main = rank == 0
-        groups = config.length_groups or (1 if cuda else cpu_length_groups(config.batch_size))
-        # packed batches (packing.py) for a fast model; a plain one, and a compiled one (which
-        # compiles forward()), gets each batch whole, padding included
-        pack = is_fast(model.config) and not config.compile
-        collate = functools.partial(packed_batch, groups=groups) if pack else whole_batch
-        workers = config.num_workers if cuda else min(config.num_workers, max(0, (os.cpu_count() or 1) - 1))
-        shuffle = RECIPES[config.recipe].shuffle
-        self.corruption = self.sampler = None
-        if self.use_device_batches():
-            # seeded from the global generator, so the run's seed decides its draws too
-            seed = distributed.same(int(torch.randint(1 << 62, (1,))))
-            self.corruption = CorruptionBatches(self.train_dataset, device, seed=seed)
-            steps_per_epoch = math.ceil(len(self.corruption) / config.batch_size)
+class Recorder:
+    """What a run reports besides its weights: the progress bars, the losses (read back from
+    the device every log_every steps, as reading one waits for the device; a non-finite one
+    stops the run), TensorBoard scalars and the events of the JSON-lines record. The
+    Trainer calls it at the start, at each epoch's start and end, after every step and at
+    the end."""
 
-            def epoch_batches():
-                return device_epoch(self.corruption, config.batch_size, shuffle, pack, groups)
+    def __init__(self, trainer, steps_per_epoch, first_epoch):
+        self.trainer, self.config = trainer, trainer.config
+        self.steps_per_epoch, self.processes = steps_per_epoch, distributed.world()[1]
+        self.show = self.config.progress and distributed.is_main()
+        self.t_start = time.time()
+        trainer.log({"event": "start", "precision": trainer.precision, "device": str(trainer.device),
+                     "recipe": self.config.recipe, "device_batches": trainer.corruption is not None,
+                     "first_epoch": first_epoch, **(self.config.run_info or {})})
+        self.total = tqdm(total=steps_per_epoch * self.config.max_epochs, initial=steps_per_epoch * first_epoch,
+                          desc="total", unit="step", position=0, disable=not self.show, dynamic_ncols=True)
+        self.steps, self.last_loss = steps_per_epoch * first_epoch, float("nan")
+
+    def epoch(self, epoch, batches):
+        """The epoch's batches, behind its progress bar."""
+        self.epoch_number, self.t0, self.losses, self.pending = epoch + 1, time.time(), [], []
+        self.bar = tqdm(batches, total=self.steps_per_epoch, desc=f"epoch {epoch + 1}/{self.config.max_epochs}",
+                        position=1, leave=False, disable=not self.show, dynamic_ncols=True)
+        return self.bar
+
+    def step(self, loss, weight, lr):
+        if weight is not None:
+            loss = loss * weight / self.processes  # summed over processes: the global batch's loss
+        self.steps += 1
+        self.pending.append(loss.detach())
+        if len(self.pending) == self.config.log_every or self.steps % self.steps_per_epoch == 0:
+            self.read_losses(lr)
+        self.total.update(1)
+
+    def read_losses(self, lr):
+        values = torch.stack(self.pending)
+        if self.processes > 1:
+            values = distributed.sum_over_processes(values)
+        values = values.float().cpu().tolist()
+        self.pending = []
+        self.stop_if_not_finite(values)
+        self.losses += values
+        self.last_loss = values[-1]
+        self.bar.set_postfix(loss=f"{self.last_loss:.4f}", lr=f"{lr:.2e}")
+        if self.config.tb_writer is not None:
+            self.config.tb_writer.add_scalar("train/loss", self.last_loss, self.steps)
+            self.config.tb_writer.add_scalar("train/lr", lr, self.steps)
+
+    def stop_if_not_finite(self, values):
+        """Raise NonFiniteLoss, naming the first bad step, before it reaches a checkpoint or params."""
+        bad = next((i for i, v in enumerate(values) if not math.isfinite(v)), None)
+        if bad is None:
+            return
+        step, epoch, config = self.steps - len(values) + bad + 1, self.epoch_number, self.config
+        self.trainer.log({"event": "non-finite loss", "step": step, "epoch": epoch})
+        if self.trainer.checkpointed_epoch:
+            kept = (f"the last good checkpoint, {config.ckpt_path} (epoch {self.trainer.checkpointed_epoch}), "
+                    f"is kept: lower the learning rate and continue with --resume")
         else:
-            if processes > 1:  # this process's slice of each batch, in the order every process agrees on
-                self.sampler = distributed.ShareSampler(len(self.train_dataset), config.batch_size, shuffle,
-                                                        seed=distributed.same(int(torch.randint(1 << 62, (1,)))))
-                batching = dict(batch_sampler=self.sampler)
-            else:
-                batching = dict(shuffle=shuffle, batch_size=config.batch_size, drop_last=False)
-            loader = DataLoader(self.train_dataset, num_workers=workers, pin_memory=cuda,
-                                persistent_workers=workers > 0, collate_fn=collate, **batching)
-            steps_per_epoch = len(loader)
+            kept = "no checkpoint was written yet: lower the learning rate and start again"
+        raise NonFiniteLoss(f"loss became {values[bad]} at step {step} (epoch {epoch}); "
+                            f"training stopped and no params were written; {kept}")
 
-            def epoch_batches():
-                return loader
-        distributed.split_rng()
-        first_epoch, tokens = 0, 0
-        self.checkpointed_epoch = None  # the last epoch whose checkpoint this run wrote or read
-        if config.resume and config.ckpt_path and distributed.same(os.path.exists(config.ckpt_path)):
-            first_epoch, tokens = self.load_checkpoint(optimizer)
-            # the rate the next step would have had; a changed --learning_rate applies from it on
-            set_lr(optimizer, config.learning_rate * lr_multiplier(tokens, config))
-            if first_epoch >= config.max_epochs:
-                print(f"{config.ckpt_path} already holds epoch {first_epoch} of {config.max_epochs}: "
-                      f"nothing left to train (raise --max_epochs to go on)")
-            else:
-                print(f"resuming from {config.ckpt_path} at epoch {first_epoch + 1} of {config.max_epochs}")
-        elif config.resume:
-            print(f"warning: no checkpoint at {config.ckpt_path}; starting from the beginning", file=sys.stderr)
-        t_start = time.time()
-        self.log({"event": "start", "precision": self.precision, "device": str(device), "recipe": config.recipe,
-                  "device_batches": self.corruption is not None, "first_epoch": first_epoch,
-                  **(config.run_info or {})})
+    def epoch_end(self, epoch, lr, tokens):
+        self.bar.close()
+        mean = sum(self.losses) / max(1, len(self.losses))
+        self.total.set_postfix(loss=f"{mean:.4f}", lr=f"{lr:.2e}")
+        self.trainer.log({"event": "epoch", "epoch": epoch + 1, "mean_loss": mean, "last_loss": self.last_loss,
+                          "lr": lr, "tokens": tokens, "seconds": round(time.time() - self.t0, 3)})
+        if self.config.tb_writer is not None:
+            self.config.tb_writer.add_scalar("train/epoch_loss", mean, epoch + 1)
+            self.config.tb_writer.flush()
 
-        total = tqdm(total=steps_per_epoch * config.max_epochs, initial=steps_per_epoch * first_epoch,
-                     desc="total", unit="step", position=0, disable=not (config.progress and main),
-                     dynamic_ncols=True)
-        step, last_loss = steps_per_epoch * first_epoch, float("nan")
-        for epoch in range(first_epoch, config.max_epochs):
-            model.train()
-            t0, losses = time.time(), []
-            bar = tqdm(epoch_batches(), total=steps_per_epoch, desc=f"epoch {epoch + 1}/{config.max_epochs}",
-                       position=1, leave=False, disable=not (config.progress and main), dynamic_ncols=True)
-            pending = []
-            for in_epoch, (batch, untrimmed) in enumerate(bar):
-                optimizer.zero_grad(set_to_none=True)
-                weight = None
-                if processes > 1:  # weigh this slice by its share of the global batch's targets
-                    rows = min(config.batch_size, len(self.train_dataset) - in_epoch * config.batch_size)
-                    weight, untrimmed = distributed.weigh(target_count(batch).to(device), untrimmed, rows)
-                loss = forward_backward(step_model, batch, self.precision, device, weight)
-                if weight is not None:
-                    loss = loss * weight / processes  # summed over processes: the global batch's loss
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_norm_clip)
-                tokens += untrimmed  # the course counts every target position, PAD included
-                lr = config.learning_rate * lr_multiplier(tokens, config)
-                if RECIPES[config.recipe].schedule_from_first_step:
-                    set_lr(optimizer, lr)
-                optimizer.step()
-                # The course sets the rate after the step, for the next one: its first step runs
-                # at the base rate the optimizer was built with, before any warmup.
-                set_lr(optimizer, lr)
-                step += 1
-                pending.append(loss.detach())
-                if len(pending) == config.log_every or step % steps_per_epoch == 0:
-                    values = torch.stack(pending)
-                    if processes > 1:
-                        values = distributed.sum_over_processes(values)
-                    values = values.float().cpu().tolist()
-                    pending = []
-                    bad = next((i for i, v in enumerate(values) if not math.isfinite(v)), None)
-                    if bad is not None:
-                        bad_step = step - len(values) + bad + 1
-                        self.log({"event": "non-finite loss", "step": bad_step, "epoch": epoch + 1})
-                        if self.checkpointed_epoch:
-                            kept = (f"the last good checkpoint, {config.ckpt_path} (epoch {self.checkpointed_epoch}), "
-                                    f"is kept: lower the learning rate and continue with --resume")
-                        else:
-                            kept = "no checkpoint was written yet: lower the learning rate and start again"
-                        raise NonFiniteLoss(f"loss became {values[bad]} at step {bad_step} (epoch {epoch + 1}); "
-                                            f"training stopped and no params were written; {kept}")
-                    losses += values
-                    last_loss = values[-1]
-                    bar.set_postfix(loss=f"{last_loss:.4f}", lr=f"{lr:.2e}")
-                    if config.tb_writer is not None:
-                        config.tb_writer.add_scalar("train/loss", last_loss, step)
-                        config.tb_writer.add_scalar("train/lr", lr, step)
-                total.update(1)
-            bar.close()
-            mean = sum(losses) / max(1, len(losses))
-            total.set_postfix(loss=f"{mean:.4f}", lr=f"{lr:.2e}")
-            self.log({"event": "epoch", "epoch": epoch + 1, "mean_loss": mean, "last_loss": last_loss,
-                      "lr": lr, "tokens": tokens, "seconds": round(time.time() - t0, 3)})
-            if config.tb_writer is not None:
-                config.tb_writer.add_scalar("train/epoch_loss", mean, epoch + 1)
-                config.tb_writer.flush()
-            if config.ckpt_path and ((epoch + 1) % config.ckpt_every_epochs == 0 or epoch + 1 == config.max_epochs):
-                self.save_checkpoint(optimizer, epoch, tokens)
-        total.close()
-        self.final_loss = last_loss
-        self.log({"event": "end", "final_loss": last_loss, "tokens": tokens,
-                  "seconds": round(time.time() - t_start, 3)})
+    def end(self, tokens):
+        """Close the bars and write the last event; the last loss read."""
+        self.total.close()
+        self.trainer.log({"event": "end", "final_loss": self.last_loss, "tokens": tokens,
+                          "seconds": round(time.time() - self.t_start, 3)})
+        return self.last_loss

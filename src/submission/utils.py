@@ -1,10 +1,10 @@
-"""Sampling, evaluation and the small pieces every stage shares (seeding, precision, files)."""
+"""Sampling, evaluation and the small pieces every stage shares (seeding, precision).
+
+Params files and checkpoints (written whole, read back with one-line errors): checkpoint.py.
+"""
 
 import contextlib
-import os
 import random
-import signal
-import threading
 
 import numpy as np
 import torch
@@ -93,97 +93,3 @@ def autocast_context(precision, device):
     if precision == "bf16":
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
-
-
-# --- files -----------------------------------------------------------------------------
-
-def _pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # PermissionError: alive, someone else's
-        return True
-    return True
-
-
-def remove_stale_tmp(path):
-    """Remove `path.<pid>.tmp` files left by killed writers (their process is gone)."""
-    folder, name = os.path.split(os.path.abspath(path))
-    try:
-        entries = os.listdir(folder)
-    except OSError:
-        return
-    for entry in entries:
-        pid = entry[len(name) + 1:-len(".tmp")]
-        if entry.startswith(name + ".") and entry.endswith(".tmp") and pid.isdigit() \
-                and int(pid) != os.getpid() and not _pid_alive(int(pid)):
-            with contextlib.suppress(OSError):
-                os.remove(os.path.join(folder, entry))
-
-
-@contextlib.contextmanager
-def stop_signals_held():
-    """Hold SIGTERM and SIGINT until the block ends, then deliver the first one that came.
-
-    A stop signal's handler raises an exception wherever the program happens to be; inside
-    torch.save it would surface as the zip writer's own error, not as the stop. Held, it
-    lands after the file is complete and in place. Only the main thread receives signals.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held = []
-    previous = {}
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        handler = signal.getsignal(signum)
-        if handler not in (None, signal.SIG_IGN):  # None: set outside Python, which we cannot put back
-            previous[signum] = signal.signal(signum, lambda n, _frame: held.append(n))
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        if held:
-            signal.raise_signal(held[0])
-
-
-def _atomic_write(path, write, mode):
-    """write(f) into `path.<pid>.tmp`, flush it to disk, then rename it over `path`.
-
-    A run killed at any moment leaves either the previous file or the new one, never half
-    of one; the only possible leftover is the `.tmp` file, which the next write removes.
-    A stop signal (SIGTERM, Ctrl-C) waits for the write to finish.
-    """
-    remove_stale_tmp(path)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with stop_signals_held():
-        try:
-            with open(tmp, mode, **({"encoding": "utf-8"} if "b" not in mode else {})) as f:
-                write(f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-
-
-def atomic_save(obj, path):
-    """torch.save through a temporary file and a rename: a killed run never leaves half a file.
-
-    Saving to an open file (not a name) also makes the bytes depend on `obj` alone, so two
-    identical runs write byte-identical params.
-    """
-    _atomic_write(path, lambda f: torch.save(obj, f), "wb")
-
-
-def atomic_write_text(text, path):
-    _atomic_write(path, lambda f: f.write(text), "w")
-
-
-def strip_module_prefix(state_dict):
-    """Keys saved from a DataParallel-wrapped model carry 'module.'; the model's do not."""
-    if state_dict and all(k.startswith("module.") for k in state_dict):
-        return {k[len("module."):]: v for k, v in state_dict.items()}
-    return state_dict
