@@ -19,7 +19,6 @@ of the corpus's lines in steps of 128 rows, then 10 finetuning epochs in steps o
 
 import argparse
 import concurrent.futures
-import contextlib
 import json
 import multiprocessing
 import os
@@ -34,13 +33,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from submission import dataset as ds  # noqa: E402
 from submission import variants  # noqa: E402
-from submission.attention import reference_path  # noqa: E402
 from submission.corruption import CorruptionBatches  # noqa: E402
+from submission.decoding import greedy_decode  # noqa: E402
 from submission.helper import build  # noqa: E402
-from submission.model import COURSE_MODEL, GPTConfig, Packing  # noqa: E402
-from submission.trainer import (cpu_length_groups, decay_groups, forward_backward, group_rows,  # noqa: E402
-                                packed_batch, whole_batch)
-from submission.utils import autocast_context, greedy_decode, resolve_precision, sample  # noqa: E402
+from submission.model import COURSE_MODEL, GPTConfig  # noqa: E402
+from submission.packing import Packing, cpu_length_groups, group_rows, packed_batch, whole_batch  # noqa: E402
+from submission.trainer import decay_groups, forward_backward  # noqa: E402
+from submission.utils import resolve_precision, sample  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -52,9 +51,9 @@ def matmul_peak(dtype, n=2048, repeats=5):
     return 2 * n ** 3 / min(timed(lambda: a @ b) for _ in range(repeats))
 
 
-def course_model(variant, vocab_size):
+def course_model(variant, vocab_size, implementation="fast"):
     """The course's 4 x 8 x 256 model, block 128 (the Perceiver with the course's m = 32)."""
-    return build(variant, GPTConfig(vocab_size, **COURSE_MODEL))
+    return build(variant, GPTConfig(vocab_size, **COURSE_MODEL, implementation=implementation))
 
 
 def flops_per_token(model, T):
@@ -88,12 +87,12 @@ def timed(fn):
     return time.perf_counter() - t
 
 
-def training_setup(variant, wiki, batch_size):
+def training_setup(variant, wiki, batch_size, implementation="fast"):
     """The model and the batches every path is timed on (the same in every process)."""
     torch.manual_seed(0)
     random.seed(0)
     data = ds.CharCorruptionDataset(wiki, COURSE_MODEL["block_size"])
-    model = course_model(variant, data.vocab_size).train()
+    model = course_model(variant, data.vocab_size, implementation).train()
     rows = [data[i % len(data)] for i in random.sample(range(max(len(data), batch_size)), batch_size)]  # small data: repeats
     x = torch.randint(2, data.vocab_size, (batch_size, 127))
     return model, rows, list(zip(x, torch.roll(x, -1, 1)))
@@ -101,17 +100,15 @@ def training_setup(variant, wiki, batch_size):
 
 def time_training_path(path, variant, wiki, batch_size, repeats, precision):
     """Seconds per optimizer step of one path, after two warm-up steps (run in its own process)."""
-    model, rows, full_rows = training_setup(variant, wiki, batch_size)
-    groups = cpu_length_groups(batch_size)
+    model, rows, full_rows = training_setup(variant, wiki, batch_size, "plain" if path == "plain" else "fast")
     if path == "plain":
-        step, context = train_step_fn(model, whole_batch(rows)[0], "fp32"), reference_path
+        step = train_step_fn(model, whole_batch(rows)[0], "fp32")
     else:
-        batch = packed_batch(rows if path == "fast" else full_rows, groups)[0]
-        step, context = train_step_fn(model, batch, precision), contextlib.nullcontext
-    with context():
-        for _ in range(2):
-            step()
-        return [timed(step) for _ in range(repeats)]
+        step = train_step_fn(model, packed_batch(rows if path == "fast" else full_rows,
+                                                 cpu_length_groups(batch_size))[0], precision)
+    for _ in range(2):
+        step()
+    return [timed(step) for _ in range(repeats)]
 
 
 def bench_training(variant, wiki, batch_size, repeats, precision, rounds):
@@ -146,11 +143,12 @@ def bench_eval(variant, vocab, questions, one_at_a_time, precision):
     mask_id = vocab.stoi[ds.MASK_CHAR]
     greedy_decode(model, prompts[:8], 32, stop_id=mask_id, precision=precision)  # warm-up
     t_batched = timed(lambda: greedy_decode(model, prompts, 32, stop_id=mask_id, precision=precision))
+    plain = course_model(variant, len(vocab.stoi), "plain").eval()
+    plain.load_state_dict(model.state_dict())
 
     def loop():
-        with reference_path():
-            for p in prompts[:one_at_a_time]:
-                sample(model, torch.tensor([p]), 32, sample=False)
+        for p in prompts[:one_at_a_time]:
+            sample(plain, torch.tensor([p]), 32, sample=False)
     t_loop = timed(loop)
     return {"batched_q_s": len(prompts) / t_batched, "loop_q_s": one_at_a_time / t_loop}
 
@@ -233,11 +231,9 @@ def bench_device(variant, wiki, train_tsv, batch_size, steps, warmup, device, pr
         fused = path == "ours" and device.type == "cuda"
         for kind in ("pretrain", "finetune"):
             torch.manual_seed(0)
-            model = course_model(variant, data.vocab_size)
+            model = course_model(variant, data.vocab_size, "plain" if path == "plain" else "fast")
             model.to(device).train()
-            with reference_path() if path == "plain" else contextlib.nullcontext():
-                out[path, kind] = device_steps(model, makers[path, kind], path_precision, fused, device, steps,
-                                               warmup)
+            out[path, kind] = device_steps(model, makers[path, kind], path_precision, fused, device, steps, warmup)
     pre_steps = COURSE_PRETRAIN[0] * -(-len(data) // COURSE_PRETRAIN[1])
     fine_steps = COURSE_FINETUNE[0] * -(-len(names) // COURSE_FINETUNE[1])
     row = {"variant": variant, "device": str(device), "precision": ours_precision,

@@ -36,7 +36,7 @@ import torch  # noqa: E402
 
 import submission  # noqa: E402
 from graderUtil import Grader, Skip, check  # noqa: E402
-from submission import helper, utils, variants  # noqa: E402
+from submission import decoding, helper, variants  # noqa: E402
 from submission import trainer as trainer_mod  # noqa: E402
 
 PAD = "\u25A1"
@@ -336,13 +336,13 @@ def check_decoding(variant):
     rng = random.Random(1)
     prompts = [[rng.randrange(2, 24) for _ in range(n)] for n in (1, 3, 6, 11, limit - 2, limit)]
     for steps in (1, 7, 30):
-        got = utils.greedy_decode(model, prompts, steps, batch_size=4)
+        got = decoding.greedy_decode(model, prompts, steps, batch_size=4)
         for prompt, out in zip(prompts, got):
             n = min(steps, limit - len(prompt) + 1)
             ref = submission.sample(model, torch.tensor([prompt]), n, sample=False)[0, len(prompt):].tolist()
             check(out == ref, f"{variant}: batched greedy decoding of a {len(prompt)}-token prompt, {steps} steps, "
                               f"differs from sample(..., sample=False): {out} vs {ref}")
-    tokens = {t for out in utils.greedy_decode(model, prompts, 6) for t in out}
+    tokens = {t for out in decoding.greedy_decode(model, prompts, 6) for t in out}
     check(len(tokens) > 4, f"{variant}: every prompt decodes to a few tokens ({sorted(tokens)}): "
                            "the comparison above says little")
 
@@ -478,7 +478,7 @@ def check_reproduces(variant, params, params_stage, preds, preds_stage, n=50):
     ds = course_dataset()
     mask_id = ds.stoi[MASK]
     prompts = [[ds.stoi[c] for c in q if c in ds.stoi] + [mask_id] for q, _ in rows[:n]]
-    completions = utils.greedy_decode(model, prompts, 32, stop_id=mask_id)
+    completions = decoding.greedy_decode(model, prompts, 32, stop_id=mask_id)
     answers = ["".join(ds.itos[i] for i in c).split(MASK)[0] for c in completions]
     agree = sum(a == p for a, p in zip(answers, lines))
     check(agree >= 0.8 * len(prompts), f"only {agree} of the first {len(prompts)} predictions in {preds} are what "

@@ -70,7 +70,7 @@ def recall(params, variant, p, data):
     from submission.checkpoint import load_params
     from submission.helper import build
     from submission.model import GPTConfig
-    from submission.utils import greedy_decode
+    from submission.decoding import greedy_decode
 
     with open(os.path.join(data, "wiki.txt"), encoding="utf-8") as f:
         docs = f.read().split("\n")

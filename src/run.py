@@ -9,7 +9,6 @@ Errors a user can cause are one line on stderr and exit code 1.
 """
 
 import argparse
-import contextlib
 import hashlib
 import json
 import os
@@ -26,13 +25,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from submission import dataset as ds  # noqa: E402
 from submission import distributed, variants  # noqa: E402
-from submission.helper import INITIALIZE, finetune, pretrain, train  # noqa: E402
-from submission.attention import reference_path  # noqa: E402
 from submission.checkpoint import (CheckpointError, ParamsError, atomic_write_text, load_params,  # noqa: E402
                                    remove_stale_tmp)
+from submission.decoding import greedy_decode  # noqa: E402
+from submission.helper import INITIALIZE, finetune, pretrain, train  # noqa: E402
 from submission.model import COURSE_MODEL, GPTConfig  # noqa: E402
 from submission.trainer import RECIPES, NonFiniteLoss  # noqa: E402
-from submission.utils import evaluate_places, greedy_decode, resolve_precision, set_seed  # noqa: E402
+from submission.utils import evaluate_places, resolve_precision, set_seed  # noqa: E402
 
 MIN_BLOCK_SIZE = 9  # a corrupted document (4 to 7/8 of the block characters) and its two masks must fit
 ANSWER_STEPS = 32  # characters the course samples after the question
@@ -84,8 +83,8 @@ def build_parser():
                       help="pretraining: make span-corruption batches on the device with tensor operations, "
                            "equal in distribution to the dataset's (default: on CUDA only)")
     argp.add_argument("--reference_path", action="store_true",
-                      help="compute attention and dropout the plain way, each batch in one piece "
-                           "(to compare with the fast path)")
+                      help="build the model with the plain implementation: attention and dropout computed "
+                           "the course's way, each batch in one piece (to compare with the fast path)")
     size = argp.add_argument_group("model size and schedule (default: the course's)")
     for name in ("n_layer", "n_head", "n_embd", "block_size", "max_epochs", "batch_size", "num_workers"):
         size.add_argument(f"--{name}", type=int, default=None)
@@ -211,7 +210,8 @@ def variant_options(args):
 
 
 def build_model(args, pretrain_dataset):
-    mconf = GPTConfig(pretrain_dataset.vocab_size, **model_sizes(args))
+    mconf = GPTConfig(pretrain_dataset.vocab_size, **model_sizes(args),
+                      implementation="plain" if args.reference_path else "fast")
     return INITIALIZE[args.variant](mconf, **variant_options(args))
 
 
@@ -344,11 +344,8 @@ def run(args):
     output_dir_for(args.writing_params_path, "params file")  # every input checked: only now create it
     remove_stale_tmp(args.writing_params_path + ".ckpt")
     configure(tconf, args, args.writing_params_path, data)
-    if args.reference_path:
-        tconf.pack = False
     t0 = time.time()
-    with reference_path() if args.reference_path else contextlib.nullcontext():
-        train(model, args.writing_params_path, trainer)
+    train(model, args.writing_params_path, trainer)
     return {"final_loss": trainer.final_loss, "seconds": time.time() - t0}
 
 

@@ -20,7 +20,7 @@ import submission
 from grader import (COURSE, COURSE_PARAMS, MASK, PAD, ROWS_TSV, WIKI, build, decisive, decode_item, draws,
                     expected_name_item, expected_shapes, rope_angles, rotate_complex, scramble, split_corrupted,
                     tiny_config)
-from submission import helper, trainer as trainer_mod, utils
+from submission import decoding, helper, trainer as trainer_mod, utils
 from submission import (CharCorruptionDataset, GPTConfig, NameDataset, TrainerConfig, apply_rotary_emb,
                         initialize_vanilla_model, precompute_rotary_emb)
 from submission.variants import VARIANTS
@@ -269,7 +269,7 @@ def test_greedy_decode_stops_at_stop_id():
     prompts = [[3, 4, 5], [7], [9, 10, 11, 12, 13, 14]]
     refs = [utils.sample(model, torch.tensor([p]), 12, sample=False)[0, len(p):].tolist() for p in prompts]
     stop = refs[0][3]
-    got = utils.greedy_decode(model, prompts, 12, stop_id=stop)
+    got = decoding.greedy_decode(model, prompts, 12, stop_id=stop)
     for out, ref in zip(got, refs):
         k = ref.index(stop) + 1 if stop in ref else len(ref)
         assert out == ref[:k], "a row ends with its first stop_id"

@@ -1,15 +1,20 @@
 """The fast path computes what the plain path computes: attention, dropout, decoding."""
 
+import copy
 import random
+from collections import Counter
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from submission import GPTConfig, helper, variants
-from submission.attention import dropout, dropout_keep_mask, reference_path
+from submission import GPT, GPTConfig, helper, kernels, trainer, variants
 from submission.dataset import CharCorruptionDataset
-from submission.trainer import forward_backward, length_groups, packed_batch
-from submission.utils import greedy_decode, resolve_precision, sample
+from submission.decoding import greedy_decode
+from submission.kernels import dropout, dropout_keep_mask
+from submission.packing import Packing, length_groups, packed_batch
+from submission.trainer import Trainer, TrainerConfig, forward_backward
+from submission.utils import resolve_precision, sample
 
 VARIANTS = list(variants.VARIANTS)
 TINY_OPTIONS = {"perceiver": {"bottleneck_dim": 12}}  # narrower than most rows: positions that miss it
@@ -20,6 +25,15 @@ def tiny(variant, vocab=40, block=48, **kw):
     n_layer = 3 if variant == "perceiver" else 2  # the Perceiver: down, one block on the slots, up
     config = GPTConfig(vocab, block, n_layer=n_layer, n_head=4, n_embd=32, **kw)
     return helper.build(variant, config, **TINY_OPTIONS.get(variant, {}))
+
+
+def plain_twin(model):
+    """The same variant with the same weights, built to compute the plain way."""
+    config = copy.copy(model.config)
+    config.implementation = "plain"
+    twin = GPT(config)
+    twin.load_state_dict(model.state_dict())
+    return twin.train(model.training)
 
 
 def test_keep_mask_rate_and_independence():
@@ -50,8 +64,7 @@ def test_fast_forward_equals_reference(variant):
     model = tiny(variant).eval()
     x = torch.randint(2, 40, (3, 47))
     fast, _ = model(x)
-    with reference_path():
-        plain, _ = model(x)
+    plain, _ = plain_twin(model)(x)
     assert torch.allclose(fast, plain, atol=1e-5)
 
 
@@ -62,9 +75,9 @@ def test_fast_gradients_equal_reference_without_dropout(variant):
     y = torch.roll(x, -1, 1)
     _, loss = model(x, y)
     fast = torch.autograd.grad(loss, list(model.parameters()))
-    with reference_path():
-        _, loss = model(x, y)
-        plain = torch.autograd.grad(loss, list(model.parameters()))
+    twin = plain_twin(model)
+    _, loss = twin(x, y)
+    plain = torch.autograd.grad(loss, list(twin.parameters()))
     for a, b in zip(fast, plain):
         assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
 
@@ -76,8 +89,8 @@ def test_training_mode_loss_matches_reference_on_average(variant):
     x = torch.randint(2, 40, (16, 47))
     y = torch.roll(x, -1, 1)
     fast = torch.stack([model(x, y)[1] for _ in range(20)]).mean()
-    with reference_path():
-        plain = torch.stack([model(x, y)[1] for _ in range(20)]).mean()
+    twin = plain_twin(model)
+    plain = torch.stack([twin(x, y)[1] for _ in range(20)]).mean()
     assert abs(fast.item() - plain.item()) < 0.02
 
 
@@ -140,11 +153,10 @@ def test_packed_batches_give_the_whole_batch_loss_and_gradient(variant, groups):
     batch, vocab = corrupted_batch()
     model = tiny(variant, vocab=vocab, embd_pdrop=0.0, resid_pdrop=0.0, attn_pdrop=0.0).train()
     x, y = torch.stack([x for x, _ in batch]), torch.stack([y for _, y in batch])
-    with reference_path():
-        _, loss = model(x, y)
+    twin = plain_twin(model)
+    _, loss = twin(x, y)
     loss.backward()
-    whole = [p.grad.clone() for p in model.parameters()]
-    model.zero_grad()
+    whole = [p.grad for p in twin.parameters()]
     packing, _ = packed_batch(batch, groups=groups)
     assert len(packing.tokens) == int((y != 0).sum())  # span corruption: only trailing PAD targets
     got = forward_backward(model, packing, "fp32", torch.device("cpu"))
@@ -164,14 +176,72 @@ def test_packing_keeps_the_context_before_an_answer(variant):
         y[r, start:end] = torch.randint(2, 30, (end - start,), generator=gen)
         x[r, end + 1:] = 0
     model = tiny(variant, vocab=30, embd_pdrop=0.0, resid_pdrop=0.0, attn_pdrop=0.0).train()
-    with reference_path():
-        _, loss = model(x, y)
+    twin = plain_twin(model)
+    _, loss = twin(x, y)
     loss.backward()
-    whole = [p.grad.clone() for p in model.parameters()]
-    model.zero_grad()
+    whole = [p.grad for p in twin.parameters()]
     packing, _ = packed_batch(list(zip(x, y)), groups=3)
     assert len(packing.tokens) == sum(14 + 2 * r for r in range(10))  # every position up to the answer's end
     got = forward_backward(model, packing, "fp32", torch.device("cpu"))
     assert abs(got.item() - loss.item()) < 1e-5
     for a, b in zip(whole, (p.grad for p in model.parameters())):
         assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_each_model_keeps_its_own_implementation(variant, monkeypatch):
+    """A fast and a plain model side by side in one process: only the fast one calls the fused
+    kernel or the fast dropout; the plain one drops out as nn.Dropout does."""
+    calls = Counter()
+
+    def counted(name, fn):
+        def call(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+        return call
+    monkeypatch.setattr(F, "scaled_dot_product_attention", counted("fused", F.scaled_dot_product_attention))
+    monkeypatch.setattr(F, "dropout", counted("torch dropout", F.dropout))
+    monkeypatch.setattr(kernels, "dropout", counted("fast dropout", kernels.dropout))
+    fast = tiny(variant)
+    plain = plain_twin(fast)
+    x = torch.randint(2, 40, (2, 20))
+    fast_calls = {"fused", "fast dropout"}
+    for model, expected in ((fast, fast_calls), (plain, {"torch dropout"}), (fast, fast_calls)):
+        calls.clear()
+        model.eval()(x)
+        model.train()(x)
+        assert set(calls) == expected
+    assert fast.config.implementation == "fast" and plain.config.implementation == "plain"
+
+
+def test_an_unknown_implementation_is_named():
+    with pytest.raises(ValueError, match="unknown implementation 'quick'"):
+        GPT(GPTConfig(40, 16, n_layer=1, n_head=2, n_embd=8, implementation="quick"))
+
+
+@pytest.mark.parametrize("implementation, packed", [("fast", True), ("plain", False)])
+def test_the_trainer_packs_batches_for_a_fast_model_only(implementation, packed, monkeypatch):
+    """The plain model trains on each batch whole, as the course does; there is no separate switch."""
+    batch_loss, seen = trainer.batch_loss, []
+
+    def spy(model, batch, device):
+        seen.append(isinstance(batch, Packing))
+        return batch_loss(model, batch, device)
+    monkeypatch.setattr(trainer, "batch_loss", spy)
+    rng = random.Random(2)
+    data = CharCorruptionDataset("\n".join("".join(rng.choice("abcdefgh ") for _ in range(rng.randrange(6, 60)))
+                                           for _ in range(24)), 48)
+    model = tiny("vanilla", vocab=data.vocab_size, implementation=implementation)
+    Trainer(model, data, None, TrainerConfig(max_epochs=1, batch_size=8, num_workers=0, progress=False)).train()
+    assert seen == [packed] * 3
+
+
+def test_reference_path_flag_builds_a_plain_model():
+    import run
+    argv = ["--function", "pretrain", "--variant", "rope", "--pretrain_corpus_path", "w", "--writing_params_path", "p",
+            "--n_layer", "1", "--n_embd", "16", "--n_head", "2"]
+    data = CharCorruptionDataset("Some text here.\nAnd more of it.", 16)
+    for flag, implementation in (([], "fast"), (["--reference_path"], "plain")):
+        model = run.build_model(run.parse_args(argv + flag), data)
+        assert model.config.implementation == implementation
+        assert {m.fast for m in model.modules() if isinstance(m, kernels.Dropout)} == {implementation == "fast"}

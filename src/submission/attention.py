@@ -9,47 +9,25 @@ mask) v, and differ only in where q and k come from:
 
 so the Synthesizer's scores ReLU(X A_i + b1) B_i + b2 are a dot product too, with "keys"
 that depend on the key's position rather than on its token. That is the one thing a
-subclass defines (`queries_keys`); everything else, including the fused
-scaled_dot_product_attention kernel, dropout and the decoding cache, is shared. The
-Perceiver's CausalCrossAttention takes its queries from one sequence and its keys and
-values from another.
+subclass defines (`queries_keys`); everything else, the softmax, dropout and the decoding
+cache, is shared. The Perceiver's CausalCrossAttention takes its queries from one
+sequence and its keys and values from another.
+
+Each module computes one of two ways, fixed when it is built (GPTConfig.implementation):
+"plain", the course's explicit masked softmax in fp32 eager steps with nn.Dropout, or
+"fast" (kernels.py), the fused kernel and the cheaper dropout mask. Both are in the same
+forward, side by side.
 
 Parameter names and shapes are the course's, so checkpoints load both ways strictly.
 """
 
-import contextlib
 import math
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-class DecodeCache:
-    """Keys and values of one layer, for greedy decoding many sequences at once.
-
-    Slot j holds position j. `pos` (B,) is the position each row writes next; rows of
-    different lengths advance together, and a row only attends to slots before its own
-    position, so the padding behind a short prompt is overwritten before it is ever read.
-    """
-
-    def __init__(self, pos, capacity):
-        self.pos, self.capacity = pos, capacity
-        self.k = self.v = None
-
-    def extend(self, k, v):
-        """Store the new keys/values; return all slots' keys, values and the attendable mask."""
-        B, H, T, _ = k.shape
-        if self.k is None:  # prefill: the whole (right-padded) prompt batch, positions 0..T-1
-            self.k = k.new_zeros(B, H, self.capacity, k.shape[-1])
-            self.v = v.new_zeros(B, H, self.capacity, v.shape[-1])
-            self.k[:, :, :T], self.v[:, :, :T] = k, v
-            return k, v, None
-        rows = torch.arange(B, device=k.device)
-        self.k[rows, :, self.pos] = k[:, :, 0]
-        self.v[rows, :, self.pos] = v[:, :, 0]
-        keep = torch.arange(self.capacity, device=k.device)[None, :] <= self.pos[:, None]
-        return self.k, self.v, keep[:, None, None, :]
+from .kernels import Dropout, causal_attention, is_fast
 
 
 class _SelfAttention(nn.Module):
@@ -59,10 +37,11 @@ class _SelfAttention(nn.Module):
         super().__init__()
         assert config.n_embd % config.n_head == 0
         self.value = nn.Linear(config.n_embd, config.n_embd)
-        self.attn_drop = Dropout(config.attn_pdrop)
-        self.resid_drop = Dropout(config.resid_pdrop)
+        self.fast = is_fast(config)
+        self.attn_drop = Dropout(config.attn_pdrop, self.fast)
+        self.resid_drop = Dropout(config.resid_pdrop, self.fast)
         self.proj = nn.Linear(config.n_embd, config.n_embd)
-        # Unused by the fused kernel, but part of the course's state_dict.
+        # The plain way's causal mask (the fused kernel needs none); part of the course's state_dict.
         self.register_buffer("mask", torch.tril(torch.ones(config.block_size, config.block_size))
                              .view(1, 1, config.block_size, config.block_size))
         self.n_head = config.n_head
@@ -78,123 +57,23 @@ class _SelfAttention(nn.Module):
 
     def forward(self, x, layer_past=None):
         B, T, C = x.size()
-        pos = layer_past.pos if layer_past is not None and layer_past.k is not None else None
+        pos = None if layer_past is None else layer_past.pos  # None: positions 0..T-1
         q, k, scale = self.queries_keys(x, pos)
         k = k.expand(B, self.n_head, T, k.shape[-1])
         v = self.heads(self.value(x))
         keep = None
-        if layer_past is not None:
+        if layer_past is not None:  # this layer's slots of a decoding.DecodeCache
             k, v, keep = layer_past.extend(k, v)
-        if keep is None:  # a whole sequence (training, or a prompt filling the cache)
-            y = attend(q, k, v, scale, self.attn_drop.p if self.training else 0.0)
-        else:  # one new token per row, each at its own position
+        if keep is not None:  # one new token per row, each at its own position
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=scale)
+        elif self.fast:
+            y = causal_attention(q, k, v, scale, self.attn_drop.p if self.training else 0.0)
+        else:  # the course's computation, step by step
+            att = (q @ k.transpose(-2, -1)) * scale
+            att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+            y = self.attn_drop(F.softmax(att, dim=-1)) @ v
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_drop(self.proj(y))
-
-
-class _reference:
-    on = False
-
-
-@contextlib.contextmanager
-def reference_path():
-    """Compute attention and dropout the plain way (explicit mask, softmax, torch dropout).
-
-    The course's computation, step by step: what tests compare the fast path with, and
-    what `./run.sh bench` measures it against.
-    """
-    _reference.on = True
-    try:
-        yield
-    finally:
-        _reference.on = False
-
-
-def reference_attend(q, k, v, scale, dropout_p):
-    T = q.shape[2]
-    att = (q @ k.transpose(-2, -1)) * scale
-    att = att.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).tril().logical_not(),
-                          float("-inf"))
-    att = F.dropout(F.softmax(att, dim=-1), dropout_p, dropout_p > 0)
-    return att @ v
-
-
-def dropout_keep_mask(shape, p, device):
-    """Bernoulli(1 - p) keep-mask, four draws per 64-bit random number.
-
-    torch's own dropout asks the generator for one float per element, which on a CPU costs
-    more than the attention it regularises. Slicing each 64-bit draw into four 16-bit
-    lanes gives the same distribution up to rounding p to a multiple of 1/65536.
-    """
-    n = math.prod(shape)
-    words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-2**63, 2**63 - 1)
-    lanes = words.view(torch.int16)[:n].view(shape)
-    return lanes >= -32768 + round(p * 65536)
-
-
-class _Dropout(torch.autograd.Function):
-    # In fp32 the mask becomes a tensor of 0 and 1/(1-p): one multiplication each way, cheaper
-    # on a CPU than scaling by a boolean mask. In lower precision 1/(1-p) would be rounded
-    # (to 1.109 for p = 0.1 in bf16), so there the boolean mask and exact scale stay.
-    @staticmethod
-    def forward(ctx, x, p):
-        keep = dropout_keep_mask(x.shape, p, x.device)
-        ctx.scale = 1.0 / (1.0 - p)
-        if x.dtype == torch.float32:
-            keep = keep.to(x.dtype).mul_(ctx.scale)
-        ctx.save_for_backward(keep)
-        return _Dropout.apply_mask(x, keep, ctx.scale)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (keep,) = ctx.saved_tensors
-        return _Dropout.apply_mask(grad, keep, ctx.scale), None
-
-    @staticmethod
-    def apply_mask(t, keep, scale):
-        if keep.dtype == torch.bool:
-            return torch.ops.aten.native_dropout_backward(t, keep, scale)
-        return t * keep
-
-
-def dropout(x, p, training):
-    if _reference.on:
-        return F.dropout(x, p, training)
-    if not training or p == 0.0:
-        return x
-    if p >= 1.0:
-        return torch.zeros_like(x)
-    return _Dropout.apply(x, p)
-
-
-class Dropout(nn.Dropout):
-    """nn.Dropout with the fast mask; same rate, same place, same (absent) state_dict."""
-
-    def forward(self, x):
-        return dropout(x, self.p, self.training)
-
-
-def causal_bias(T, device, dtype):
-    return torch.full((T, T), float("-inf"), device=device, dtype=dtype).triu_(1)
-
-
-def attend(q, k, v, scale, dropout_p):
-    """Causal softmax attention with dropout on the weights, as the course computes it.
-
-    Without dropout the fused kernel does it all. With dropout (training) the weights must
-    exist as a tensor: scale and mask go into one batched matmul, and the dropout mask is
-    drawn the fast way.
-    """
-    if _reference.on:
-        return reference_attend(q, k, v, scale, dropout_p)
-    if dropout_p == 0.0:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
-    B, H, T, E = q.shape
-    att = torch.baddbmm(causal_bias(T, q.device, q.dtype).expand(B * H, T, T),
-                        q.reshape(B * H, T, E), k.reshape(B * H, T, E).transpose(1, 2), alpha=scale)
-    att = dropout(F.softmax(att, dim=-1), dropout_p, True)
-    return torch.bmm(att, v.reshape(B * H, T, v.shape[-1])).view(B, H, T, v.shape[-1])
 
 
 def precompute_rotary_emb(dim, max_positions, dtype=torch.float32):
@@ -291,15 +170,6 @@ class SynthesizerAttention(_SelfAttention):
         return q, k, 1.0
 
 
-def masked_attend(q, k, v, keep, scale, dropout_p):
-    """softmax(q k^T * scale, where keep) v with dropout on the weights; keep broadcasts to the scores."""
-    if _reference.on or dropout_p > 0.0:
-        att = (q @ k.transpose(-2, -1)) * scale
-        att = dropout(F.softmax(att.masked_fill(~keep, float("-inf")), dim=-1), dropout_p, dropout_p > 0)
-        return att @ v
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=scale)
-
-
 class CausalCrossAttention(nn.Module):
     """Multi-head attention of the queries of x_q over the keys and values of x_kv (the Perceiver's).
 
@@ -315,8 +185,9 @@ class CausalCrossAttention(nn.Module):
         self.key = nn.Linear(config.n_embd, config.n_embd)
         self.query = nn.Linear(config.n_embd, config.n_embd)
         self.value = nn.Linear(config.n_embd, config.n_embd)
-        self.attn_drop = Dropout(config.attn_pdrop)
-        self.resid_drop = Dropout(config.resid_pdrop)
+        self.fast = is_fast(config)
+        self.attn_drop = Dropout(config.attn_pdrop, self.fast)
+        self.resid_drop = Dropout(config.resid_pdrop, self.fast)
         self.proj = nn.Linear(config.n_embd, config.n_embd)
         self.register_buffer("mask", torch.tril(torch.ones(config.block_size, config.block_size))
                              .view(1, 1, config.block_size, config.block_size))
@@ -332,7 +203,11 @@ class CausalCrossAttention(nn.Module):
         k, v = self.heads(self.key(x_kv), B), self.heads(self.value(x_kv), B)
         q = self.heads(self.query(x_q), B)
         keep = self.mask[:, :, :Tq, :Tk] != 0
-        p = self.attn_drop.p if self.training else 0.0
-        y = masked_attend(q, k, v, keep, 1.0 / math.sqrt(q.shape[-1]), p)
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        if self.fast and not (self.training and self.attn_drop.p > 0.0):
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=scale)
+        else:  # the course's computation; also the fast way's with dropout, which needs the weights
+            att = ((q @ k.transpose(-2, -1)) * scale).masked_fill(~keep, float("-inf"))
+            y = self.attn_drop(F.softmax(att, dim=-1)) @ v
         y = y.transpose(1, 2).reshape(B, Tq, C)
         return self.resid_drop(self.proj(y))

@@ -12,8 +12,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import variants
-from .attention import CausalCrossAttention, Dropout
+from .attention import CausalCrossAttention
 from .config import Config
+from .kernels import Dropout, is_fast
 
 
 # The course's model, in every edition: what run.py, bench.py and reproduce.py build unless
@@ -38,6 +39,9 @@ class GPTConfig(Config):
     rope = False
     perceiver = False
     bottleneck_dim = None  # the Perceiver's m
+    # How every module computes (kernels.py): "fast", or "plain", the course's explicit steps
+    # in fp32 eager, which tests and bench compare it with. A plain model trains on whole batches.
+    implementation = "fast"
 
     def __init__(self, vocab_size, block_size, **kwargs):
         self.vocab_size = vocab_size
@@ -54,57 +58,12 @@ class GPTConfig(Config):
         variants.configure(self, name)
 
 
-def row_ends(y):
-    """One past each row's last non-PAD target (0 for a row of PAD only)."""
-    return torch.where(y != 0, torch.arange(1, y.size(1) + 1, device=y.device), 0).amax(1)
-
-
-class Packing:
-    """A training batch with its padding taken out: the real positions of each length group
-    (see trainer.length_groups), stored back to back.
-
-    Position-wise layers (embeddings, layer norms, MLPs, head, loss) then run once over the
-    packed tokens: no padding at all, and one large matrix product instead of one per group.
-    Attention mixes positions, so each group is unpacked to its padded block for it. A
-    position is real if its row still has a target at or after it; cut positions change
-    nothing else, as attention is causal and the loss ignores PAD targets.
-    """
-
-    def __init__(self, chunks):
-        self.shapes, self.index = [], []
-        tokens, targets, pos = [], [], []
-        for x, y in chunks:
-            B, T = x.shape
-            index = (torch.arange(T, device=y.device) < row_ends(y)[:, None]).view(-1).nonzero().squeeze(1)
-            self.shapes.append((B, T))
-            self.index.append(index)
-            tokens.append(x.reshape(-1)[index])
-            targets.append(y.reshape(-1)[index])
-            pos.append(index % T)
-        self.tokens, self.targets, self.pos = torch.cat(tokens), torch.cat(targets), torch.cat(pos)
-        self.sizes = [len(i) for i in self.index]
-
-    def to(self, device, non_blocking=False):
-        for name in ("tokens", "targets", "pos"):
-            setattr(self, name, getattr(self, name).to(device, non_blocking=non_blocking))
-        self.index = [i.to(device, non_blocking=non_blocking) for i in self.index]
-        return self
-
-    def unpack(self, h):
-        """Packed (N, C) -> one zero-padded (B, T, C) block per group."""
-        return [h.new_zeros(B * T, h.size(1)).index_copy(0, i, part).view(B, T, -1)
-                for (B, T), i, part in zip(self.shapes, self.index, h.split(self.sizes))]
-
-    def pack(self, blocks):
-        return torch.cat([b.reshape(-1, b.size(-1)).index_select(0, i) for b, i in zip(blocks, self.index)])
-
-
 def mlp(config):
     return nn.Sequential(
         nn.Linear(config.n_embd, 4 * config.n_embd),
         nn.GELU(),
         nn.Linear(4 * config.n_embd, config.n_embd),
-        Dropout(config.resid_pdrop),
+        Dropout(config.resid_pdrop, is_fast(config)),
     )
 
 
@@ -186,7 +145,7 @@ class GPT(nn.Module):
         self.tok_emb = nn.Embedding(config.vocab_size, config.n_embd)
         # rope: positions enter through the rotation of queries and keys only
         self.pos_emb = nn.Parameter(torch.zeros(1, config.block_size, config.n_embd)) if variant.pos_emb else None
-        self.drop = Dropout(config.embd_pdrop)
+        self.drop = Dropout(config.embd_pdrop, is_fast(config))
         if config.perceiver:
             self.down_block = DownProjectBlock(config)
             inner = copy.copy(config)
@@ -217,28 +176,38 @@ class GPT(nn.Module):
         """Longest sequence the model can read (the Synthesizer has block_size - 1 key slots)."""
         return self.variant.max_positions(self.config)
 
-    def forward(self, idx, targets=None, caches=None):
-        """Logits for every position, and the cross-entropy loss when targets are given.
+    def embed(self, idx, pos=None):
+        """Token embeddings plus, where the variant has them, position embeddings; then dropout.
 
-        `caches` (one attention.DecodeCache per block) switches to incremental decoding:
-        the first call fills them from a prompt batch, later calls feed one new token per
-        row at the positions the caches hold.
+        The one place positions enter the model (rope adds them in attention instead): `pos`
+        gives each token's position, shaped like idx; None means 0..t-1 along its last axis.
         """
-        b, t = idx.size()
-        step = caches is not None and caches[0].k is not None
-        if not step and t > self.block_size:
-            raise ValueError(f"sequence of {t} tokens exceeds block_size {self.block_size}")
         x = self.tok_emb(idx)
         if self.pos_emb is not None:
-            x = x + (self.pos_emb[0, caches[0].pos][:, None, :] if step else self.pos_emb[:, :t, :])
-        x = self.drop(x)
+            x = x + (self.pos_emb[:, :idx.size(-1), :] if pos is None else self.pos_emb[0, pos])
+        return self.drop(x)
+
+    def forward(self, idx, targets=None, cache=None):
+        """Logits for every position, and the cross-entropy loss when targets are given.
+
+        `cache` (a decoding.DecodeCache) switches to incremental decoding: the first call
+        fills it from a prompt batch, later calls feed one new token per row at the
+        positions it holds; each call moves it on.
+        """
+        b, t = idx.size()
+        pos = None if cache is None else cache.pos  # None: positions 0..t-1 (also a prompt filling the cache)
+        if pos is None and t > self.block_size:
+            raise ValueError(f"sequence of {t} tokens exceeds block_size {self.block_size}")
+        if self.config.perceiver and cache is not None:
+            raise ValueError("the perceiver decodes by recomputation, without caches")
+        x = self.embed(idx, None if pos is None else pos[:, None])
         if self.config.perceiver:
-            if caches is not None:
-                raise ValueError("the perceiver decodes by recomputation, without caches")
             x = self.up_block(self.blocks(self.down_block(x)), x)
         else:
             for i, block in enumerate(self.blocks):
-                x = block(x, None if caches is None else caches[i])
+                x = block(x, None if cache is None else cache.layers[i])
+        if cache is not None:
+            cache.advance()
         logits = self.head(self.ln_f(x))
         loss = None if targets is None else cross_entropy(logits, targets)
         return logits, loss
@@ -256,10 +225,7 @@ class GPT(nn.Module):
             logits = self(torch.cat(groups))[0].split([b for b, _ in packing.shapes])
             return cross_entropy(packing.pack([g[:, :t] for g, (_, t) in zip(logits, packing.shapes)]),
                                  packing.targets)
-        x = self.tok_emb(packing.tokens)
-        if self.pos_emb is not None:
-            x = x + self.pos_emb[0, packing.pos]
-        x = self.drop(x)
+        x = self.embed(packing.tokens, packing.pos)
         for block in self.blocks:  # rope: each group is unpacked to its rows, so a token turns by its row position
             x = block(x, packing=packing)
         return cross_entropy(self.head(self.ln_f(x)), packing.targets)

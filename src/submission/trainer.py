@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader, default_collate
+from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from . import distributed
@@ -45,14 +45,9 @@ from .checkpoint import CheckpointError, atomic_save, read_checkpoint, restore, 
 from .config import Config
 from .corruption import CorruptionBatches
 from .dataset import CharCorruptionDataset
-from .model import Packing, row_ends
+from .kernels import is_fast
+from .packing import Packing, cpu_length_groups, group_rows, packed_batch, whole_batch
 from .utils import autocast_context, resolve_precision
-
-
-# Attention runs per length group on a padded block: on a CPU groups of about 8 rows, at most
-# 8 groups (measured: batch 16 -> 2 groups, 32 -> 4, 128 -> 8 were fastest); one on a GPU.
-CPU_LENGTH_GROUPS = 8
-CPU_ROWS_PER_GROUP = 8
 
 
 @dataclass(frozen=True)
@@ -95,7 +90,6 @@ class TrainerConfig(Config):
     compile = False
     backend = "inductor"
     log_every = 20  # steps between loss read-backs
-    pack = True  # train on packed batches (model.Packing); False: each batch whole, padding included
     device_batches = None  # span-corruption batches made on the device (corruption.py); None: on CUDA
     length_groups = None  # attention groups per packed batch; None: by device
     ckpt_every_epochs = 1
@@ -110,42 +104,6 @@ class NonFiniteLoss(RuntimeError):
     pass
 
 
-def cpu_length_groups(batch_size):
-    return min(CPU_LENGTH_GROUPS, max(1, batch_size // CPU_ROWS_PER_GROUP))
-
-
-def length_groups(batch, groups=1):
-    """Stack a batch, sort its rows by length and cut it into `groups` slices, each trimmed
-    to the last column where one of its rows still has a non-PAD target.
-
-    The loss ignores PAD targets and attention is causal, so the positions cut off change
-    nothing computed for the others: a pretraining row fills on average under half of its
-    127 positions (the document is truncated to a random length), a question row well under
-    half. Returns ([(x, y), ...], untrimmed size); the learning-rate schedule counts the
-    untrimmed size, as the course does.
-    """
-    return group_rows(*default_collate(batch), groups)
-
-
-def group_rows(x, y, groups=1):
-    """length_groups of a batch already stacked as (x, y)."""
-    ends = row_ends(y)
-    if groups > 1:
-        order = torch.argsort(ends, stable=True)
-        x, y, ends = x[order], y[order], ends[order]
-    chunks = []
-    for rows in torch.arange(len(x)).tensor_split(min(groups, len(x))):
-        end = max(1, int(ends[rows].max()))
-        chunks.append((x[rows, :end].contiguous(), y[rows, :end].contiguous()))
-    return chunks, y.numel()
-
-
-def packed_batch(batch, groups):
-    """Collate: the batch packed without padding (Packing), and its untrimmed size."""
-    chunks, untrimmed = length_groups(batch, groups)
-    return Packing(chunks), untrimmed
-
-
 def device_epoch(batches, batch_size, shuffle, pack, groups):
     """One epoch of (batch, untrimmed size) from a CorruptionBatches, as the DataLoader path
     gives them: the documents in index order (or a new random order when `shuffle`), cut
@@ -158,12 +116,6 @@ def device_epoch(batches, batch_size, shuffle, pack, groups):
         lo, hi, _ = distributed.share(len(idx))
         x, y = x[lo:hi], y[lo:hi]
         yield (Packing(group_rows(x, y, groups)[0]) if pack else (x, y)), y.numel()
-
-
-def whole_batch(batch):
-    """Collate: the batch as the course computes it, padding and all."""
-    x, y = default_collate(batch)
-    return (x, y), y.numel()
 
 
 def batch_loss(model, batch, device):
@@ -301,7 +253,9 @@ class Trainer:
         batches made on the device, or a DataLoader (under torchrun, of this process's slices)."""
         config, cuda = self.config, self.device.type == "cuda"
         groups = config.length_groups or (1 if cuda else cpu_length_groups(config.batch_size))
-        pack = config.pack and not config.compile  # a compiled model compiles forward(): whole batches
+        # packed batches (packing.py) for a fast model; a plain one, and a compiled one (which
+        # compiles forward()), gets each batch whole, padding included
+        pack = is_fast(self.model.config) and not config.compile
         shuffle = RECIPES[config.recipe].shuffle
         self.corruption = self.sampler = None
         if self.use_device_batches():

@@ -10,7 +10,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .attention import DecodeCache
 
 
 def set_seed(seed):
@@ -32,7 +31,7 @@ def sample(model, x, steps, temperature=1.0, sample=False, top_k=None):
     """Extend each row of x by `steps` tokens, one model call per token (the course's loop).
 
     The context is cropped to the model's block. Kept as the reference that batched greedy
-    decoding (`greedy_decode`) is tested against.
+    decoding (decoding.greedy_decode) is tested against.
     """
     block_size = model.max_positions() if hasattr(model, "max_positions") else model.get_block_size()
     model.eval()
@@ -49,68 +48,6 @@ def sample(model, x, steps, temperature=1.0, sample=False, top_k=None):
             _, ix = torch.topk(probs, k=1, dim=-1)
         x = torch.cat((x, ix), dim=1)
     return x
-
-
-@torch.no_grad()
-def greedy_decode(model, prompts, steps, stop_id=None, precision="fp32", batch_size=256):
-    """Greedy completions of many prompts (lists of ids) at once.
-
-    With a key/value cache where the variant has one (variants.Variant.kv_cache), else (the
-    Perceiver, whose bottleneck slots change with every new token) by running the batch
-    again after each token. Each row keeps its own positions, so the result is what
-    `sample(..., sample=False)` gives one prompt at a time, as long as prompt + completion
-    fit in the block (rows stop there). Rows stop early once they have produced `stop_id`.
-    Returns each row's new ids, up to and including `stop_id`.
-    """
-    model.eval()
-    device = next(model.parameters()).device
-    limit = model.max_positions()
-    cached = model.variant.kv_cache
-    out = []
-    for start in range(0, len(prompts), batch_size):
-        chunk = prompts[start:start + batch_size]
-        lengths = torch.tensor([len(p) for p in chunk], device=device)
-        width = int(lengths.max())
-        capacity = min(limit, width + steps)
-        idx = torch.zeros(len(chunk), max(width, capacity), dtype=torch.long, device=device)
-        for i, p in enumerate(chunk):
-            idx[i, :len(p)] = torch.tensor(p, dtype=torch.long)
-        rows = torch.arange(len(chunk), device=device)
-        new = torch.zeros(len(chunk), steps, dtype=torch.long, device=device)
-        done = torch.zeros(len(chunk), dtype=torch.bool, device=device)
-        with autocast_context(precision, device):
-            if cached:
-                caches = [DecodeCache(lengths - 1, capacity) for _ in model.blocks]
-                logits, _ = model(idx[:, :width], caches=caches)
-            else:
-                logits, _ = model(idx[:, :width])
-            logits = logits[rows, lengths - 1]
-            n = 0
-            for n in range(steps):
-                token = logits.float().argmax(-1)
-                new[:, n] = token
-                done |= lengths + n >= limit  # this token already lies outside the block
-                if stop_id is not None:
-                    done |= token == stop_id
-                if bool(done.all()) or n == steps - 1:
-                    break
-                pos = torch.clamp(lengths + n, max=capacity - 1)
-                if cached:
-                    for c in caches:
-                        c.pos = pos
-                    logits, _ = model(token[:, None], caches=caches)
-                    logits = logits[:, 0]
-                else:  # causal: what follows a row's last token never changes its logits
-                    idx[rows, pos] = token
-                    logits, _ = model(idx[:, :int(pos.max()) + 1])
-                    logits = logits[rows, pos]
-        for i in range(len(chunk)):
-            room = max(0, limit - len(chunk[i]) + 1)  # the last token may sit past the block
-            ids = new[i, :min(n + 1, room)].tolist()
-            if stop_id in ids:
-                ids = ids[:ids.index(stop_id) + 1]
-            out.append(ids)
-    return out
 
 
 def evaluate_places(filepath, predicted_places):

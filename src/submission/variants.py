@@ -25,7 +25,7 @@ class Variant:
     attention: type  # the self-attention of its Transformer blocks
     pos_emb: bool  # learned position embeddings (GPT.pos_emb)
     short: int  # positions it reads: block_size - short
-    kv_cache: bool  # batched decoding with attention.DecodeCache; else by recomputation
+    kv_cache: bool  # batched decoding with decoding.DecodeCache; else by recomputation
     marker: Optional[str]  # a state_dict key ending only this variant's params have
     options: dict = field(default_factory=dict)  # initialize_<name>_model keywords (run.py flags) and defaults
     without_pretrain: bool = False  # has the course's no-pretraining stages too
