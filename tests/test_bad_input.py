@@ -10,17 +10,12 @@ exit code is 1 (2 for a bad command line); stderr holds no traceback; the run wr
 """
 
 import builtins
-import contextlib
-import importlib.util
-import io
 import os
 import random
 import subprocess
 import sys
-import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -28,6 +23,7 @@ import torch
 from submission import GPTConfig, initialize_synthesizer_model, initialize_vanilla_model
 from submission.checkpoint import ParamsError, read_params_file
 from submission.dataset import MASK_CHAR, CharCorruptionDataset
+from inprocess import load_cli, run_in_process  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_PY = ROOT / "src" / "run.py"
@@ -219,32 +215,6 @@ IN_PROCESS = {"corpus_blank_lines_only", "corpus_reserved_char", "finetune_file_
               "params_is_a_checkpoint", "corpus_only_short_docs", "heads_do_not_divide", "negative_learning_rate",
               "eval_test_inputs_without_answers", "eval_question_too_long_synthesizer", "corpus_is_folder",
               "eval_file_empty"}
-
-
-def load_cli():
-    spec = importlib.util.spec_from_file_location("run_cli", RUN_PY)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def run_in_process(cli, argv, folder):
-    """cli.main(argv) in `folder`, as a CompletedProcess-like result."""
-    out, err, code = io.StringIO(), io.StringIO(), 0
-    cwd = os.getcwd()
-    os.chdir(folder)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                cli.main(argv)
-            except SystemExit as e:
-                code = e.code if isinstance(e.code, int) else 1
-            except Exception:  # noqa: BLE001 - what a user would see as a traceback
-                code = "exception"
-                err.write(traceback.format_exc())
-    finally:
-        os.chdir(cwd)
-    return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def snapshot(folder):

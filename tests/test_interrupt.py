@@ -7,10 +7,7 @@ SIGTERM; the previous params must stay byte-identical and loadable. A run of 2 e
 resumed to 4 must give the same bytes as 4 epochs straight, as must two runs with one seed.
 """
 
-import contextlib
 import hashlib
-import importlib.util
-import io
 import json
 import os
 import random
@@ -27,6 +24,7 @@ import torch
 from submission import GPTConfig, initialize_vanilla_model
 from submission.checkpoint import load_params
 from submission.dataset import CharCorruptionDataset
+from inprocess import load_cli, run_in_process  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_PY = ROOT / "src" / "run.py"
@@ -317,27 +315,10 @@ def test_killed_runs_lose_nothing(tmp_path):
 
 # --- resume problems, in this process (no training happens before the error) -------------------
 
-def load_cli():
-    spec = importlib.util.spec_from_file_location("run_cli", RUN_PY)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def main_in(folder, argv):
     """run.py's main(argv) in `folder`: (exit code, stdout, stderr)."""
-    out, err, code = io.StringIO(), io.StringIO(), 0
-    cwd = os.getcwd()
-    os.chdir(folder)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                load_cli().main(argv)
-            except SystemExit as e:
-                code = e.code
-    finally:
-        os.chdir(cwd)
-    return code, out.getvalue(), err.getvalue()
+    r = run_in_process(load_cli(), argv, folder)
+    return r.returncode, r.stdout, r.stderr
 
 
 def test_resume_refuses_a_checkpoint_of_another_model(runs, tmp_path):

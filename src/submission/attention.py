@@ -30,8 +30,8 @@ import torch.nn.functional as F
 from .kernels import Dropout, causal_attention, is_fast
 
 
-class _SelfAttention(nn.Module):
-    """Everything the two variants share: value/output projections, dropout, masking."""
+class _Attention(nn.Module):
+    """What every attention here has: value/output projections, dropout, the causal mask."""
 
     def __init__(self, config):
         super().__init__()
@@ -46,6 +46,10 @@ class _SelfAttention(nn.Module):
                              .view(1, 1, config.block_size, config.block_size))
         self.n_head = config.n_head
         self.block_size = config.block_size
+
+
+class _SelfAttention(_Attention):
+    """The self-attention variants: they differ only in how scores are made (queries_keys)."""
 
     def heads(self, t):
         B, T, C = t.shape
@@ -170,7 +174,7 @@ class SynthesizerAttention(_SelfAttention):
         return q, k, 1.0
 
 
-class CausalCrossAttention(nn.Module):
+class CausalCrossAttention(_Attention):
     """Multi-head attention of the queries of x_q over the keys and values of x_kv (the Perceiver's).
 
     The causal mask is the block_size tril cut to (Tq, Tk): query i sees keys 0..i. In the
@@ -180,18 +184,9 @@ class CausalCrossAttention(nn.Module):
     """
 
     def __init__(self, config):
-        super().__init__()
-        assert config.n_embd % config.n_head == 0
+        super().__init__(config)
         self.key = nn.Linear(config.n_embd, config.n_embd)
         self.query = nn.Linear(config.n_embd, config.n_embd)
-        self.value = nn.Linear(config.n_embd, config.n_embd)
-        self.fast = is_fast(config)
-        self.attn_drop = Dropout(config.attn_pdrop, self.fast)
-        self.resid_drop = Dropout(config.resid_pdrop, self.fast)
-        self.proj = nn.Linear(config.n_embd, config.n_embd)
-        self.register_buffer("mask", torch.tril(torch.ones(config.block_size, config.block_size))
-                             .view(1, 1, config.block_size, config.block_size))
-        self.n_head = config.n_head
 
     def heads(self, t, B):
         _, T, C = t.shape
