@@ -35,7 +35,7 @@ from submission import dataset as ds  # noqa: E402
 from submission import variants  # noqa: E402
 from submission.corruption import CorruptionBatches  # noqa: E402
 from submission.decoding import greedy_decode  # noqa: E402
-from submission.helper import build  # noqa: E402
+from submission.helper import COURSE_SCHEDULE, build  # noqa: E402
 from submission.model import COURSE_MODEL, GPTConfig  # noqa: E402
 from submission.packing import Packing, cpu_length_groups, group_rows, packed_batch, whole_batch  # noqa: E402
 from submission.trainer import decay_groups, forward_backward  # noqa: E402
@@ -154,7 +154,7 @@ def bench_eval(variant, vocab, questions, one_at_a_time, precision):
 
 
 # The course's schedules: (epochs, rows per step) of pretraining and of finetuning after it.
-COURSE_PRETRAIN, COURSE_FINETUNE = (650, 128), (10, 256)
+COURSE_PRETRAIN, COURSE_FINETUNE = COURSE_SCHEDULE["pretrain"], COURSE_SCHEDULE["finetune_with_pretrain"]
 
 
 def sync(device):

@@ -36,6 +36,7 @@ import plots  # noqa: E402
 import run  # noqa: E402
 from submission import dataset as ds  # noqa: E402
 from submission import variants  # noqa: E402
+from submission.helper import COURSE_SCHEDULE  # noqa: E402
 
 RUN_SH = os.path.join(ROOT, "run.sh")
 
@@ -106,9 +107,13 @@ def estimate_hours(names, data_dir):
     hours = 0.0
     for variant in names:
         seconds = statistics.median(bench.time_training_path("fast", variant, wiki, 128, 3, precision))
-        steps = 650 * math.ceil(docs / 128) + 10 * math.ceil(n_train / 256)
+        stages = ["pretrain", "finetune_with_pretrain"]
         if variants.get(variant).without_pretrain:
-            steps += 75 * math.ceil(n_train / 256)
+            stages.append("finetune_without_pretrain")
+        steps = 0
+        for stage in stages:
+            epochs, batch = COURSE_SCHEDULE[stage]
+            steps += epochs * math.ceil((docs if stage == "pretrain" else n_train) / batch)
         hours += steps * seconds / 3600
     return hours
 

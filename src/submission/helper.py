@@ -39,6 +39,11 @@ def build(name, mconf, **options):
     return INITIALIZE[variants.get(name).name](mconf, **options)
 
 
+# The course's (epochs, batch size) per stage; bench.py and reproduce.py estimate the full
+# schedule's time from these too.
+COURSE_SCHEDULE = {"pretrain": (650, 128), "finetune_with_pretrain": (10, 256), "finetune_without_pretrain": (75, 256)}
+
+
 def _schedule(pretrain_dataset, block_size, **kwargs):
     return dict(lr_decay=True, warmup_tokens=512 * 20,
                 final_tokens=200 * len(pretrain_dataset) * block_size, num_workers=4,
@@ -53,13 +58,12 @@ def finetune(reading_params_path, finetune_corpus_path, pretrain_dataset, block_
     """
     if reading_params_path is not None:
         load_params(model, reading_params_path)
-        epochs = 10
-    else:
-        epochs = 75
+    epochs, batch_size = COURSE_SCHEDULE["finetune_with_pretrain" if reading_params_path is not None
+                                         else "finetune_without_pretrain"]
     with open(finetune_corpus_path, encoding="utf-8") as f:
         finetune_dataset = NameDataset(pretrain_dataset, f.read(), source=finetune_corpus_path)
     tconf = TrainerConfig(**_schedule(pretrain_dataset, block_size, max_epochs=epochs,
-                                      batch_size=256, learning_rate=finetune_lr, tb_writer=writer))
+                                      batch_size=batch_size, learning_rate=finetune_lr, tb_writer=writer))
     trainer_obj = Trainer(model, finetune_dataset, None, tconf)
     return tconf, trainer_obj
 
@@ -69,8 +73,9 @@ def pretrain(pretrain_dataset, block_size, model, pretrain_lr=6e-3, writer=None)
 
     writer: an optional TensorBoard SummaryWriter (the later editions' argument).
     """
-    tconf = TrainerConfig(**_schedule(pretrain_dataset, block_size, max_epochs=650,
-                                      batch_size=128, learning_rate=pretrain_lr, tb_writer=writer))
+    epochs, batch_size = COURSE_SCHEDULE["pretrain"]
+    tconf = TrainerConfig(**_schedule(pretrain_dataset, block_size, max_epochs=epochs,
+                                      batch_size=batch_size, learning_rate=pretrain_lr, tb_writer=writer))
     trainer_obj = Trainer(model, pretrain_dataset, None, tconf)
     return tconf, trainer_obj
 
