@@ -10,7 +10,6 @@ Errors a user can cause are one line on stderr and exit code 1.
 
 import argparse
 import hashlib
-import json
 import os
 import signal
 import subprocess
@@ -31,7 +30,7 @@ from submission.decoding import greedy_decode  # noqa: E402
 from submission.helper import INITIALIZE, finetune, pretrain, train  # noqa: E402
 from submission.model import COURSE_MODEL, GPTConfig  # noqa: E402
 from submission.trainer import RECIPES, NonFiniteLoss  # noqa: E402
-from submission.utils import evaluate_places, resolve_precision, set_seed  # noqa: E402
+from submission.utils import resolve_precision, set_seed  # noqa: E402
 
 MIN_BLOCK_SIZE = 9  # a corrupted document (4 to 7/8 of the block characters) and its two masks must fit
 ANSWER_STEPS = 32  # characters the course samples after the question
